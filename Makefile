@@ -1,0 +1,59 @@
+# make html | make test | make lab | make gpu-check   (see README.md)
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# An active virtual or conda environment (not conda's base) is used as it is;
+# otherwise a .venv is created here.
+ifneq ($(VIRTUAL_ENV),)
+  ENV_DIR := $(VIRTUAL_ENV)
+else ifneq ($(and $(CONDA_PREFIX),$(filter-out base,$(CONDA_DEFAULT_ENV))),)
+  ENV_DIR := $(CONDA_PREFIX)
+else
+  ENV_DIR := .venv
+endif
+PYTHON := $(ENV_DIR)/bin/python
+INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
+PYTEST_ARGS ?=
+
+.PHONY: help install html test test-quick lab gpu-check images clean
+
+help:
+	@echo "make html        execute every notebook, write build/html/index.html"
+	@echo "make test        the whole test suite (real kernels and engines, gloo on CPU)"
+	@echo "make test-quick  the suite without the slow notebook executions"
+	@echo "make lab         JupyterLab with the project's kernel"
+	@echo "make gpu-check   the NCCL path, on a machine with GPUs"
+	@echo "make images      redraw images/ from the NumPy models"
+	@echo "(environment: $(ENV_DIR))"
+
+$(ENV_DIR)/bin/python:
+	python3 -m venv $(ENV_DIR)
+
+$(INSTALLED): requirements.txt pyproject.toml | $(ENV_DIR)/bin/python
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
+	@touch $@
+
+install: $(INSTALLED)
+
+html: $(INSTALLED)
+	$(PYTHON) -m helpers.build
+
+test: $(INSTALLED)
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+test-quick: $(INSTALLED)
+	$(PYTHON) -m pytest -m "not notebook" $(PYTEST_ARGS)
+
+lab: $(INSTALLED)
+	$(PYTHON) -m ipykernel install --sys-prefix --name nccl-notebooks \
+		--display-name "Python (nccl-notebooks)"
+	$(PYTHON) -m jupyterlab notebooks
+
+gpu-check: $(INSTALLED)
+	$(PYTHON) -m helpers.gpu_check
+
+images: $(INSTALLED)
+	$(PYTHON) -m helpers.diagrams
+
+clean:
+	rm -rf build

@@ -1,0 +1,38 @@
+"""Small display helpers: per-rank tables that render in JupyterLab, HTML and text."""
+from __future__ import annotations
+
+import html
+from typing import Any, Sequence
+
+
+class RankTable:
+    """A table with one row per rank; `_repr_html_` for notebooks, `str` for text."""
+
+    def __init__(self, rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None):
+        self.rows = list(rows)
+        self.columns = list(columns or (self.rows[0].keys() if self.rows else []))
+
+    def _cells(self) -> list[list[str]]:
+        return [[str(row.get(col, "")) for col in self.columns] for row in self.rows]
+
+    def __str__(self) -> str:
+        cells = self._cells()
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(self.columns)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(self.columns, widths))]
+        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+        return "\n".join(line.rstrip() for line in lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>"
+            for r in self._cells())
+        return (f'<table class="rank-table"><thead><tr>{head}</tr></thead>'
+                f"<tbody>{body}</tbody></table>")
+
+
+def rank_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> RankTable:
+    """One row per rank, sorted by rank, showing `columns` (default: all keys)."""
+    return RankTable(sorted(rows, key=lambda r: r.get("rank", 0)), columns)

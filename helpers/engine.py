@@ -1,0 +1,134 @@
+"""Code that runs *on the engines*: joining the process group, snapshots, pulling state.
+
+The notebook never calls these directly; `helpers.cluster` ships them to the
+engines with `apply`. They only use what every engine has: torch and the stdlib.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+# Rank 0 owns the rendezvous store; it must outlive the call that created it.
+_master_store: dist.TCPStore | None = None
+
+
+def _user_namespace() -> dict:
+    """The engine's interactive namespace, the one `%%px` cells run in."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:  # called outside an engine (unit tests)
+        return globals().setdefault("_test_namespace", {})
+    return shell.user_ns
+
+
+def open_store(world_size: int, timeout_s: float) -> int:
+    """On rank 0: start the rendezvous store on a loopback-only socket; return its port.
+
+    Binding the socket ourselves keeps the store off other interfaces (a TCPStore
+    given 127.0.0.1 still binds every interface) and port 0 avoids port races.
+    """
+    global _master_store
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    _master_store = dist.TCPStore(
+        "127.0.0.1", port, world_size, True,
+        timeout=timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+        master_listen_fd=sock.detach(),  # detach: the store now owns the fd
+    )
+    return port
+
+
+def join_group(rank: int, world_size: int, backend: str, port: int,
+               timeout_s: float, local_rank: int) -> dict:
+    """Join the default process group as `rank`; publish the tutorial names."""
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # gloo pairs listen on loopback only
+    if backend == "nccl":
+        # Raise on timeout instead of letting the watchdog abort the engine.
+        os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    timeout = timedelta(seconds=timeout_s)
+    if rank == 0:
+        store = _master_store
+    else:
+        store = dist.TCPStore("127.0.0.1", port, world_size, False, timeout=timeout)
+    dist.init_process_group(
+        backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
+        # Binding the device at init makes NCCL create its communicator now.
+        device_id=device if backend == "nccl" else None,
+    )
+    _user_namespace().update(
+        rank=rank, world_size=world_size, device=device,
+        torch=torch, dist=dist, snapshot=snapshot,
+    )
+    return {
+        "rank": rank, "world_size": world_size, "backend": dist.get_backend(),
+        "device": str(device), "host": socket.gethostname(), "pid": os.getpid(),
+        "gpu": torch.cuda.get_device_name(local_rank) if backend == "nccl" else None,
+    }
+
+
+def leave_group() -> bool:
+    """Destroy the process group (if any) and drop the store. Idempotent."""
+    global _master_store
+    was_initialized = dist.is_initialized()
+    if was_initialized:
+        dist.destroy_process_group()
+    _master_store = None
+    return was_initialized
+
+
+def snapshot(**arguments: Any) -> dict:
+    """Deep copies of a collective's arguments, taken before or after the call.
+
+    `snapshot(tensor=t, scatter_list=None)` → {"tensor": t.clone(), "scatter_list": None}
+    """
+    def copy(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.detach().clone()
+        if isinstance(value, (list, tuple)):
+            return [copy(v) for v in value]
+        return value
+
+    return {name: copy(value) for name, value in arguments.items()}
+
+
+def to_plain(value: Any) -> Any:
+    """Tensors become {"values", "dtype", "device"}; containers are converted inside."""
+    if isinstance(value, torch.Tensor):
+        return {
+            "values": value.detach().cpu().tolist(),
+            "dtype": str(value.dtype).removeprefix("torch."),
+            "device": str(value.device),
+        }
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, torch.device):
+        return str(value)
+    return value
+
+
+def pull(names: list[str]) -> dict:
+    """Named values from this engine's namespace, converted by `to_plain`."""
+    namespace = _user_namespace()
+    missing = [n for n in names if n not in namespace]
+    if missing:
+        raise NameError(
+            f"rank {namespace.get('rank', '?')} has no variable named "
+            f"{', '.join(map(repr, missing))}: run the %%px cell that defines it first"
+        )
+    return {name: to_plain(namespace[name]) for name in names}

@@ -1,0 +1,93 @@
+"""Turn gathered engine state into result records, and save them as JSON.
+
+A record is what one collective call did on every rank:
+
+    {"collective": "scatter", "backend": "gloo", "world_size": 4, "dtype": "float32",
+     "params": {"src": 0},
+     "ranks": [{"rank": 0, "device": "cpu",
+                "before": {"tensor": [0.0, 0.0], "scatter_list": [[1.0, 1.0], ...]},
+                "after":  {"tensor": [1.0, 1.0], "scatter_list": [[1.0, 1.0], ...]}}, ...]}
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def results_dir() -> Path:
+    """build/results in the repository, or $TUTORIAL_RESULTS_DIR."""
+    return Path(os.environ.get("TUTORIAL_RESULTS_DIR") or REPO_ROOT / "build" / "results")
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"values", "dtype", "device"}
+
+
+def _values(value: Any) -> Any:
+    """{"values", "dtype", "device"} → values, inside lists and dicts too."""
+    if _is_tensor(value):
+        return value["values"]
+    if isinstance(value, dict):
+        return {k: _values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_values(v) for v in value]
+    return value
+
+
+def _first_tensor(value: Any) -> dict | None:
+    if _is_tensor(value):
+        return value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    for item in items:
+        found = _first_tensor(item)
+        if found is not None:
+            return found
+    return None
+
+
+def make_record(cluster: Any, collective: str, params: dict | None = None,
+                before: str = "before", after: str = "after") -> dict:
+    """Gather the engines' `before`/`after` snapshots into one record.
+
+    `params` holds src/dst/op as the reader passed them; a ReduceOp becomes its
+    name ("SUM").
+    """
+    params = {k: getattr(v, "name", v) if k == "op" else v for k, v in (params or {}).items()}
+    if "op" in params and not isinstance(params["op"], str):
+        params["op"] = str(params["op"]).rsplit(".", 1)[-1]
+    states = cluster.gather(before, after)
+    tensor = _first_tensor([s[before] for s in states] + [s[after] for s in states])
+    ranks = []
+    for info, state in zip(cluster.ranks, states):
+        ranks.append({"rank": info.rank, "device": info.device,
+                      "before": _values(state[before]), "after": _values(state[after])})
+    return {"collective": collective, "backend": cluster.backend,
+            "world_size": cluster.world_size,
+            "dtype": tensor["dtype"] if tensor else None,
+            "params": params, "ranks": ranks}
+
+
+def save_results(stem: str, records: dict | list[dict]) -> Path:
+    """Write build/results/<stem>.json atomically (never a half-written file)."""
+    directory = results_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{stem}.json"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(records, out, indent=1)
+            out.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_results(stem: str) -> dict | list[dict]:
+    return json.loads((results_dir() / f"{stem}.json").read_text())

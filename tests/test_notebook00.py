@@ -1,0 +1,41 @@
+"""Notebook 00 runs headless with real engines and reports each rank exactly once."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import NOTEBOOKS
+from notebook_runner import execute, output_text
+
+NB = NOTEBOOKS / "00_ranks_and_world.ipynb"
+
+
+def _ranks_reported(nb) -> list[int]:
+    text = "".join(output_text(c) for c in nb.cells if c.cell_type == "code")
+    return [int(r) for r in re.findall(r"^rank (\d+) of \d+:", text, flags=re.M)]
+
+
+@pytest.mark.notebook
+def test_notebook00_default_reports_each_of_4_ranks_once(tmp_path):
+    nb = execute(NB, tmp_path)
+    assert sorted(_ranks_reported(nb)) == [0, 1, 2, 3]
+    text = "".join(output_text(c) for c in nb.cells if c.cell_type == "code")
+    for r in range(4):
+        assert text.count(f"rank {r} ✓") == 1
+    assert "✗" not in text
+    assert "4 rank(s) · backend gloo" in text
+    assert "only rank 0 runs this cell" in text
+
+
+@pytest.mark.notebook
+def test_notebook00_papermill_parameter_sets_the_world_size(tmp_path):
+    nb = execute(NB, tmp_path, n_ranks=3)
+    assert sorted(_ranks_reported(nb)) == [0, 1, 2]
+
+
+@pytest.mark.notebook
+def test_notebook00_environment_sets_the_world_size(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUTORIAL_RANKS", "2")
+    nb = execute(NB, tmp_path)
+    assert sorted(_ranks_reported(nb)) == [0, 1]
