@@ -53,7 +53,7 @@ gpu-check: $(INSTALLED)
 	$(PYTHON) -m helpers.gpu_check
 
 images: $(INSTALLED)
-	$(PYTHON) -m helpers.diagrams
+	$(PYTHON) -c 'import sys; from helpers.diagrams import main; sys.exit(main())'
 
 clean:
 	rm -rf build

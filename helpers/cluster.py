@@ -151,6 +151,11 @@ class TutorialCluster:
         per_rank = view.apply_async(engine.pull, list(names)).get(timeout=self.timeout_s)
         return [{"rank": info.rank, **values} for info, values in zip(self.ranks, per_rank)]
 
+    def push(self, **values: Any) -> None:
+        """Send notebook values to every rank: `cluster.push(src=src)` defines `src` there."""
+        self._check_running()
+        self.client.direct_view(self.engine_ids).push(values, block=True)
+
     def summary(self) -> str:
         lines = [f"{self.world_size} rank(s) · backend {self.backend} · "
                  f"collective timeout {self.timeout_s:g} s",

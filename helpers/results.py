@@ -50,6 +50,11 @@ def _first_tensor(value: Any) -> dict | None:
     return None
 
 
+def _op_name(op: Any) -> str:
+    """ReduceOp.SUM, "SUM" or "ReduceOp.SUM" → "SUM"."""
+    return getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
+
+
 def make_record(cluster: Any, collective: str, params: dict | None = None,
                 before: str = "before", after: str = "after") -> dict:
     """Gather the engines' `before`/`after` snapshots into one record.
@@ -57,15 +62,18 @@ def make_record(cluster: Any, collective: str, params: dict | None = None,
     `params` holds src/dst/op as the reader passed them; a ReduceOp becomes its
     name ("SUM").
     """
-    params = {k: getattr(v, "name", v) if k == "op" else v for k, v in (params or {}).items()}
-    if "op" in params and not isinstance(params["op"], str):
-        params["op"] = str(params["op"]).rsplit(".", 1)[-1]
-    states = cluster.gather(before, after)
-    tensor = _first_tensor([s[before] for s in states] + [s[after] for s in states])
-    ranks = []
-    for info, state in zip(cluster.ranks, states):
-        ranks.append({"rank": info.rank, "device": info.device,
-                      "before": _values(state[before]), "after": _values(state[after])})
+    states = [{"before": s[before], "after": s[after]} for s in cluster.gather(before, after)]
+    return record_from_states(cluster, collective, params, states)
+
+
+def record_from_states(cluster: Any, collective: str, params: dict | None,
+                       states: list[dict]) -> dict:
+    """A record from per-rank {"before": ..., "after": ...} dicts already gathered."""
+    params = {k: _op_name(v) if k == "op" else v for k, v in (params or {}).items()}
+    tensor = _first_tensor([[s["before"], s["after"]] for s in states])
+    ranks = [{"rank": info.rank, "device": info.device,
+              "before": _values(state["before"]), "after": _values(state["after"])}
+             for info, state in zip(cluster.ranks, states)]
     return {"collective": collective, "backend": cluster.backend,
             "world_size": cluster.world_size,
             "dtype": tensor["dtype"] if tensor else None,

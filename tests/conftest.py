@@ -20,7 +20,6 @@ for name, sub in [("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "runtime"),
 os.environ["TUTORIAL_OFFLINE"] = "1"   # no network fetch unless a test asks for one
 os.environ.pop("TUTORIAL_RANKS", None)
 os.environ.pop("TUTORIAL_BACKEND", None)
-os.environ.setdefault("MPLBACKEND", "Agg")
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"

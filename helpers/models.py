@@ -1,0 +1,629 @@
+"""NumPy models of the torch.distributed collectives, and the per-rank ✓/✗ check.
+
+A *record* (made by the notebooks, saved as JSON) holds what every rank passed
+to one collective before the call and what it held after it::
+
+    {"collective": "scatter", "world_size": 2, "dtype": "float32", "params": {"src": 0},
+     "ranks": [{"rank": 0, "before": {"tensor": [0.0], "scatter_list": [[1.0], [5.0]]},
+                           "after":  {"tensor": [1.0], "scatter_list": [[1.0], [5.0]]}},
+               {"rank": 1, "before": {"tensor": [0.0], "scatter_list": None},
+                           "after":  {"tensor": [5.0], "scatter_list": None}}]}
+
+``expected_after`` computes, from the "before" states alone, what every rank
+must hold afterwards; ``check`` and ``report`` compare that with "after".
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+COLLECTIVES = (
+    "scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
+    "all_gather_single", "reduce_scatter", "reduce_scatter_single",
+    "all_to_all", "all_to_all_single",
+)
+REDUCE_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR")
+
+# Tensor arguments of each collective, in torch's order, and the one it writes.
+ARGS = {
+    "scatter": ("tensor", "scatter_list"), "gather": ("tensor", "gather_list"),
+    "broadcast": ("tensor",), "reduce": ("tensor",), "all_reduce": ("tensor",),
+    "all_gather": ("tensor_list", "tensor"),
+    "all_gather_single": ("output_tensor", "input_tensor"),
+    "reduce_scatter": ("output", "input_list"),
+    "reduce_scatter_single": ("output", "input"),
+    "all_to_all": ("output_tensor_list", "input_tensor_list"),
+    "all_to_all_single": ("output", "input"),
+}
+OUTPUT = {c: ("gather_list" if c == "gather" else "tensor_list" if c == "all_gather"
+              else "output_tensor_list" if c == "all_to_all" else args[0])
+          for c, args in ARGS.items()}
+LIST_ARGS = {"scatter_list", "gather_list", "tensor_list", "input_list",
+             "output_tensor_list", "input_tensor_list"}
+SPLIT_ARGS = ("output_split_sizes", "input_split_sizes")
+ROOT = {"scatter": "src", "broadcast": "src", "gather": "dst", "reduce": "dst"}
+REDUCING = {"reduce", "all_reduce", "reduce_scatter", "reduce_scatter_single"}
+
+_NP_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
+              "bfloat16": np.float32,  # numpy has none: float32 rounded to bfloat16
+              "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
+              "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+# (rtol, atol) for comparing floats: reductions may add in any order.
+TOLERANCES = {"float64": (1e-7, 1e-9), "float32": (1e-5, 1e-6),
+              "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 5e-2)}
+_UFUNCS = {"SUM": np.add, "AVG": np.add, "PRODUCT": np.multiply, "MIN": np.minimum,
+           "MAX": np.maximum, "BAND": np.bitwise_and, "BOR": np.bitwise_or,
+           "BXOR": np.bitwise_xor}
+
+
+class _Unspecified:
+    """Marks a buffer whose content after the call the API does not define."""
+
+    _instance = None
+
+    def __new__(cls) -> "_Unspecified":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSPECIFIED"
+
+    def __reduce__(self) -> str:
+        return "UNSPECIFIED"  # pickles as this module's singleton
+
+
+UNSPECIFIED = _Unspecified()
+
+
+# ---------------------------------------------------------------- dtypes, ops
+
+def _dtype_name(dtype: Any) -> str:
+    name = str(dtype).removeprefix("torch.")
+    if name not in _NP_DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(_NP_DTYPES)}")
+    return name
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype in TOLERANCES
+
+
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to the nearest bfloat16 (ties to even), kept as float32."""
+    bits = np.array(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _as_array(value: Any, dtype: str) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        arr = np.array(value, dtype=_NP_DTYPES[dtype])
+    return _round_bf16(arr) if dtype == "bfloat16" else arr
+
+
+def _op_name(op: Any) -> str:
+    name = "SUM" if op is None else str(op).rsplit(".", 1)[-1].upper()
+    if name not in REDUCE_OPS:
+        raise ValueError(f"unknown reduce op {op!r}; known: {', '.join(REDUCE_OPS)}")
+    return name
+
+
+def reduce_arrays(arrays: Sequence[Any], op: Any = "SUM", dtype: str = "float32") -> np.ndarray:
+    """Elementwise reduction of same-shape arrays as torch does it, result in `dtype`.
+
+    Integers wrap around on overflow; bool SUM is "or" and PRODUCT is "and";
+    AVG needs a floating dtype and BAND/BOR/BXOR an integer or bool one.
+    """
+    op, dtype = _op_name(op), _dtype_name(dtype)
+    if op == "AVG" and not _is_float(dtype):
+        raise ValueError(f"AVG needs a floating dtype, not {dtype} "
+                         "(gloo refuses it: the mean of integers is not an integer)")
+    if op in ("BAND", "BOR", "BXOR") and _is_float(dtype):
+        raise ValueError(f"{op} is bitwise: it needs an integer or bool dtype, not {dtype}")
+    arrays = [_as_array(a, dtype) for a in arrays]
+    if not arrays:
+        raise ValueError("nothing to reduce")
+    _same_shape(arrays, "the arrays to reduce")
+    with np.errstate(all="ignore"):
+        out = functools.reduce(
+            lambda a, b: _as_array(_UFUNCS[op](a, b), dtype), arrays[1:], arrays[0].copy())
+        if op == "AVG":
+            out = _as_array(out / len(arrays), dtype)
+    return out
+
+
+# ------------------------------------------------------------ record parsing
+
+def _value(name: str, raw: Any, dtype: str) -> Any:
+    """A record value as the model holds it: array, list of arrays, ints or None."""
+    if raw is None:
+        return None
+    if name in SPLIT_ARGS:
+        return [int(x) for x in raw]
+    if name in LIST_ARGS:
+        return [_as_array(x, dtype) for x in raw]
+    return _as_array(raw, dtype)
+
+
+def _infer_dtype(ranks: list[dict]) -> str:
+    leaves: list[Any] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+        elif v is not None:
+            leaves.append(v)
+
+    for r in ranks:
+        for name, v in (r.get("before") or {}).items():
+            if name not in SPLIT_ARGS:
+                walk(v)
+    if any(isinstance(x, float) for x in leaves):
+        return "float32"
+    if leaves and all(isinstance(x, bool) for x in leaves):
+        return "bool"
+    return "int64"
+
+
+def _parse(record: dict) -> tuple[str, int, str, dict, list[dict]]:
+    """Validate a record; return (collective, world_size, dtype, params, ranks in rank order)."""
+    collective = record.get("collective")
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+    ranks = list(record.get("ranks") or [])
+    ws = int(record.get("world_size", len(ranks)))
+    if ws < 1 or len(ranks) != ws:
+        raise ValueError(f"record has {len(ranks)} ranks but world_size is {ws}")
+    numbers = [r.get("rank", i) for i, r in enumerate(ranks)]
+    if sorted(numbers) != list(range(ws)):
+        raise ValueError(f"ranks must be 0..{ws - 1}, each once; got {numbers}")
+    ranks = [r for _, r in sorted(zip(numbers, ranks), key=lambda p: p[0])]
+    dtype = _dtype_name(record.get("dtype") or _infer_dtype(ranks))
+    return collective, ws, dtype, dict(record.get("params") or {}), ranks
+
+
+def _root(params: dict, key: str, ws: int, default: int | None = None) -> int:
+    """src/dst from params; torch's scatter and gather default it to 0."""
+    root = params.get(key, default)
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= root < ws:
+        raise ValueError(f"{key} must be a rank in 0..{ws - 1}, got {root!r}")
+    return int(root)
+
+
+def _same_shape(arrays: Sequence[np.ndarray], what: str) -> None:
+    shapes = [a.shape for a in arrays]
+    if len(set(shapes)) > 1:
+        raise ValueError(f"shape mismatch in {what}: {shapes}")
+
+
+# ------------------------------------------------------------ the models
+# Each model gets the per-rank "before" values (already converted by _value) and
+# fills in `exp`, a copy of them: arguments it does not write stay unchanged.
+
+class _Ctx:
+    """One call being modelled, with accessors that validate as they read."""
+
+    def __init__(self, collective: str, ws: int, dtype: str, params: dict, befores: list[dict]):
+        self.collective, self.ws, self.dtype, self.params = collective, ws, dtype, params
+        self.befores = befores
+        self.op = _op_name(params.get("op")) if collective in REDUCING else None
+
+    def tensor(self, r: int, name: str) -> np.ndarray:
+        value = self.befores[r].get(name)
+        if value is None:
+            raise ValueError(f"{self.collective}: rank {r} must pass {name}, but it is null")
+        return value
+
+    def tensor_list(self, r: int, name: str) -> list[np.ndarray]:
+        value = self.tensor(r, name)
+        if len(value) != self.ws:
+            raise ValueError(f"{self.collective}: {name} on rank {r} has {len(value)} "
+                             f"tensors but world_size is {self.ws}")
+        return value
+
+    def not_passed(self, r: int, name: str) -> None:
+        if self.befores[r].get(name):
+            raise ValueError(f"{self.collective}: {name} must be null on rank {r} "
+                             f"(only the root rank passes it)")
+
+    def shape_is(self, arr: np.ndarray, shape: tuple, what: str) -> None:
+        if arr.shape != shape:
+            raise ValueError(f"{self.collective}: shape mismatch: {what} has shape "
+                             f"{arr.shape}, expected {shape}")
+
+    def reduce(self, arrays: list[np.ndarray]) -> np.ndarray:
+        return reduce_arrays(arrays, self.op, self.dtype)
+
+    def ins(self, name: str) -> list[np.ndarray]:
+        """The tensor `name` of every rank, all of one shape."""
+        arrays = [self.tensor(r, name) for r in range(self.ws)]
+        _same_shape(arrays, f"{self.collective}: {name} across ranks")
+        return arrays
+
+    def big_vs_small(self, big: np.ndarray, small: np.ndarray, what: str) -> None:
+        """`big` must be `world_size` copies of `small`'s shape, concatenated or stacked.
+
+        (The API allows both forms; gloo in torch 2.13 accepts only the concatenation.)
+        """
+        if big.size != self.ws * small.size:
+            raise ValueError(f"{self.collective}: {what}: {big.shape} does not hold "
+                             f"world_size={self.ws} pieces of shape {small.shape}")
+        forms = [(self.ws, *small.shape)]
+        if small.ndim:
+            forms.append((self.ws * small.shape[0], *small.shape[1:]))
+        if big.shape not in forms:
+            raise ValueError(f"{self.collective}: shape mismatch: {what}: got {big.shape},"
+                             f" expected {' or '.join(map(str, forms))}")
+
+
+def _scatter(c: _Ctx, exp: list[dict]) -> None:
+    src = _root(c.params, "src", c.ws, default=0)
+    pieces = c.tensor_list(src, "scatter_list")
+    for r in range(c.ws):
+        if r != src:
+            c.not_passed(r, "scatter_list")
+        c.shape_is(pieces[r], c.tensor(r, "tensor").shape, f"scatter_list[{r}] on src {src}")
+        exp[r]["tensor"] = pieces[r].copy()
+
+
+def _gather(c: _Ctx, exp: list[dict]) -> None:
+    dst = _root(c.params, "dst", c.ws, default=0)
+    tensors = c.ins("tensor")
+    for j, piece in enumerate(c.tensor_list(dst, "gather_list")):
+        c.shape_is(piece, tensors[j].shape, f"gather_list[{j}] on dst {dst}")
+    for r in range(c.ws):
+        if r != dst:
+            c.not_passed(r, "gather_list")
+    exp[dst]["gather_list"] = [t.copy() for t in tensors]
+
+
+def _broadcast(c: _Ctx, exp: list[dict]) -> None:
+    src = _root(c.params, "src", c.ws)
+    tensors = c.ins("tensor")
+    for r in range(c.ws):
+        exp[r]["tensor"] = tensors[src].copy()
+
+
+def _reduce(c: _Ctx, exp: list[dict]) -> None:
+    dst = _root(c.params, "dst", c.ws)
+    total = c.reduce(c.ins("tensor"))
+    for r in range(c.ws):
+        exp[r]["tensor"] = total if r == dst else UNSPECIFIED
+
+
+def _all_reduce(c: _Ctx, exp: list[dict]) -> None:
+    total = c.reduce(c.ins("tensor"))
+    for r in range(c.ws):
+        exp[r]["tensor"] = total.copy()
+
+
+def _all_gather(c: _Ctx, exp: list[dict]) -> None:
+    tensors = [c.tensor(r, "tensor") for r in range(c.ws)]
+    for r in range(c.ws):
+        for j, piece in enumerate(c.tensor_list(r, "tensor_list")):
+            c.shape_is(piece, tensors[j].shape, f"tensor_list[{j}] on rank {r}")
+        exp[r]["tensor_list"] = [t.copy() for t in tensors]
+
+
+def _all_gather_single(c: _Ctx, exp: list[dict]) -> None:
+    inputs = c.ins("input_tensor")
+    flat = np.concatenate([x.ravel() for x in inputs])
+    for r in range(c.ws):
+        out = c.tensor(r, "output_tensor")
+        c.big_vs_small(out, inputs[r], f"output_tensor on rank {r}")
+        exp[r]["output_tensor"] = flat.reshape(out.shape)
+
+
+def _reduce_scatter(c: _Ctx, exp: list[dict]) -> None:
+    lists = [c.tensor_list(r, "input_list") for r in range(c.ws)]
+    for r in range(c.ws):
+        pieces = [lst[r] for lst in lists]
+        _same_shape(pieces, f"reduce_scatter: input_list[{r}] across ranks")
+        c.shape_is(c.tensor(r, "output"), pieces[0].shape, f"output on rank {r}")
+        exp[r]["output"] = c.reduce(pieces)
+
+
+def _reduce_scatter_single(c: _Ctx, exp: list[dict]) -> None:
+    inputs = c.ins("input")
+    if inputs[0].size % c.ws:
+        raise ValueError(f"reduce_scatter_single: input has {inputs[0].size} elements, "
+                         f"not divisible by world_size={c.ws}")
+    chunks = [np.split(x.ravel(), c.ws) for x in inputs]
+    for r in range(c.ws):
+        out = c.tensor(r, "output")
+        c.big_vs_small(inputs[r], out, f"input vs output on rank {r}")
+        exp[r]["output"] = c.reduce([ch[r] for ch in chunks]).reshape(out.shape)
+
+
+def _all_to_all(c: _Ctx, exp: list[dict]) -> None:
+    ins = [c.tensor_list(r, "input_tensor_list") for r in range(c.ws)]
+    for r in range(c.ws):
+        outs = c.tensor_list(r, "output_tensor_list")
+        for q in range(c.ws):
+            c.shape_is(outs[q], ins[q][r].shape,
+                       f"output_tensor_list[{q}] on rank {r} (input_tensor_list[{r}] on rank {q})")
+        exp[r]["output_tensor_list"] = [ins[q][r].copy() for q in range(c.ws)]
+
+
+def _splits(c: _Ctx, r: int, name: str, length: int) -> list[int]:
+    """Split sizes of rank r: its own argument, else params (per rank or shared), else even."""
+    sizes = c.befores[r].get(name)
+    if sizes is None and c.params.get(name) is not None:
+        sizes = c.params[name]
+        if sizes and isinstance(sizes[0], (list, tuple)):
+            sizes = sizes[r]
+    if sizes is None:
+        if length % c.ws:
+            raise ValueError(f"all_to_all_single: {name} is null, so dim 0 of rank {r}'s "
+                             f"tensor ({length}) must be divisible by world_size={c.ws}")
+        return [length // c.ws] * c.ws
+    sizes = [int(s) for s in sizes]
+    if len(sizes) != c.ws or sum(sizes) != length or min(sizes) < 0:
+        raise ValueError(f"all_to_all_single: {name} {sizes} on rank {r} must be "
+                         f"{c.ws} sizes adding up to dim 0 ({length})")
+    return sizes
+
+
+def _all_to_all_single(c: _Ctx, exp: list[dict]) -> None:
+    ins, outs = [c.tensor(r, "input") for r in range(c.ws)], [c.tensor(r, "output") for r in range(c.ws)]
+    if any(x.ndim == 0 for x in ins + outs):
+        raise ValueError("all_to_all_single: input and output need at least one dimension")
+    chunks = []  # chunks[q][r]: what rank q sends to rank r
+    for q, x in enumerate(ins):
+        ends = np.cumsum(_splits(c, q, "input_split_sizes", x.shape[0]))[:-1]
+        chunks.append(np.split(x, ends))
+    for r, out in enumerate(outs):
+        sizes = _splits(c, r, "output_split_sizes", out.shape[0])
+        received = []
+        for q in range(c.ws):
+            chunk = chunks[q][r]
+            if chunk.size == 0 == sizes[q]:  # nested lists lose the shape of empty tensors
+                chunk = chunk.reshape(0, *out.shape[1:])
+            c.shape_is(chunk, (sizes[q], *out.shape[1:]), f"the chunk rank {q} sends to rank {r}")
+            received.append(chunk)
+        exp[r]["output"] = np.concatenate(received).reshape(out.shape)
+
+
+_MODELS: dict[str, Callable[[_Ctx, list[dict]], None]] = {
+    "scatter": _scatter, "gather": _gather, "broadcast": _broadcast, "reduce": _reduce,
+    "all_reduce": _all_reduce, "all_gather": _all_gather,
+    "all_gather_single": _all_gather_single, "reduce_scatter": _reduce_scatter,
+    "reduce_scatter_single": _reduce_scatter_single, "all_to_all": _all_to_all,
+    "all_to_all_single": _all_to_all_single,
+}
+
+
+def expected_after(record: dict) -> list[dict]:
+    """Per rank (in rank order): argument name -> what it must hold after the call.
+
+    Values are arrays, lists of arrays, None (argument not passed) or
+    UNSPECIFIED (the API does not define the content). Raises ValueError
+    when the record is not a valid call.
+    """
+    collective, ws, dtype, params, ranks = _parse(record)
+    raw = [r.get("before") or {} for r in ranks]
+    extra = SPLIT_ARGS if collective == "all_to_all_single" else ()
+    names = [ARGS[collective] + tuple(n for n in extra if n in b) for b in raw]
+    befores = [{n: _value(n, b.get(n), dtype) for n in ns} for b, ns in zip(raw, names)]
+    exp = [{n: _value(n, b.get(n), dtype) for n in ns} for b, ns in zip(raw, names)]  # a copy
+    _MODELS[collective](_Ctx(collective, ws, dtype, params, befores), exp)
+    return exp
+
+
+# ------------------------------------------------------------ checking
+
+def _matches(expected: Any, actual: Any, dtype: str) -> bool:
+    if expected is UNSPECIFIED:
+        return True
+    if expected is None or actual is None:
+        return expected is None and actual is None
+    if not isinstance(expected, (list, np.ndarray)):  # split sizes: plain ints
+        return bool(expected == actual)
+    if isinstance(expected, list):
+        return (isinstance(actual, (list, tuple)) and len(actual) == len(expected)
+                and all(_matches(e, a, dtype) for e, a in zip(expected, actual)))
+    try:
+        actual = np.asarray(actual)
+        if actual.shape != expected.shape or actual.dtype == object:
+            return False
+        if not _is_float(dtype):
+            return bool(np.array_equal(actual, expected))
+        rtol, atol = TOLERANCES[dtype]
+        return bool(np.allclose(actual.astype(np.float64), expected.astype(np.float64),
+                                rtol=rtol, atol=atol, equal_nan=True))
+    except (TypeError, ValueError):
+        return False
+
+
+def _afters(record: dict) -> list[dict]:
+    ranks = sorted(record["ranks"], key=lambda r: r.get("rank", 0))
+    return [r.get("after") or {} for r in ranks]
+
+
+def _per_arg(record: dict) -> tuple[list[dict], list[dict[str, bool]]]:
+    """The model's afters, and per rank: argument name -> does "after" match it."""
+    dtype, exps = _parse(record)[2], expected_after(record)
+    return exps, [{n: _matches(e, after.get(n), dtype) for n, e in exp.items()}
+                  for exp, after in zip(exps, _afters(record))]
+
+
+def check(record: dict) -> list[bool]:
+    """Per rank: True when every argument's "after" matches the model."""
+    return [all(oks.values()) for oks in _per_arg(record)[1]]
+
+
+def _fmt(value: Any, limit: int = 8) -> str:
+    """Compact one-line text of a value: [1.0, 2.5], [[1, 2], [3, 4]], None."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        items = [_fmt(v, limit) for v in value]
+        if len(items) > limit:
+            items = items[:3] + ["..."] + items[-2:]
+        return "[" + ", ".join(items) + "]"
+    if isinstance(value, float):
+        return f"{value:.1f}" if value.is_integer() and abs(value) < 1e7 else f"{value:.4g}"
+    return repr(value)
+
+
+def report(record: dict) -> list[bool]:
+    """Print one ✓/✗ line per rank (its output, and any argument that is off); return check()."""
+    collective, _, dtype, params, _ = _parse(record)
+    exps, oks = _per_arg(record)
+    for r, (exp, after, ok) in enumerate(zip(exps, _afters(record), oks)):
+        parts = []
+        for name, e in exp.items():
+            if name != OUTPUT[collective] and ok[name]:
+                continue
+            try:
+                shown = _fmt(_value(name, after.get(name), dtype))
+            except (TypeError, ValueError):
+                shown = _fmt(after.get(name))
+            if e is UNSPECIFIED:
+                key = ROOT[collective]
+                shown += f" (not defined by {collective}: only {key} {params[key]} is)"
+            elif not ok[name]:
+                shown += f" (model: {_fmt(e)})"
+            elif e is None:
+                shown += " (not passed on this rank)"
+            parts.append(f"{name} = {shown}")
+        print(f"rank {r} {'✓' if all(ok.values()) else '✗'}  " + "  ".join(parts))
+    return [all(ok.values()) for ok in oks]
+
+
+# ------------------------------------------------------------ predictions
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def model_after(collective: str, befores: Sequence[dict], params: dict | None = None,
+                dtype: str = "float32") -> list[dict]:
+    """What every rank holds after `collective`, as plain nested lists (UNSPECIFIED kept)."""
+    record = {"collective": collective, "world_size": len(befores), "dtype": dtype,
+              "params": params or {},
+              "ranks": [{"rank": r, "before": dict(b)} for r, b in enumerate(befores)]}
+    return [{n: _plain(v) for n, v in exp.items()} for exp in expected_after(record)]
+
+
+def example_befores(collective: str, world_size: int, params: dict | None = None,
+                    size: int = 2) -> list[dict]:
+    """A readable input state: piece j of rank r holds 10*r + j + 1; outputs are zeros.
+
+    A rank's single input (all_reduce, gather, ...) is its piece 0, so the tens
+    digit always says which rank the data came from. Arguments a rank does not
+    pass are None. For all_to_all_single, `input_split_sizes` in params (one list
+    for all ranks, or one per rank) sets each rank's split sizes arguments.
+    """
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+    if not 1 <= world_size <= 9:
+        raise ValueError(f"world_size must be 1..9 for readable examples, got {world_size}")
+    params, ws = params or {}, world_size
+
+    def piece(r: int, j: int, n: int = size) -> list[float]:
+        return [10.0 * r + j + 1] * n
+
+    def zeros(n: int = size) -> list[float]:
+        return [0.0] * n
+
+    def row(r: int) -> dict:
+        own, pieces = piece(r, 0), [piece(r, j) for j in range(ws)]
+        root = params.get(ROOT.get(collective, ""), 0)
+        if collective == "scatter":
+            return {"tensor": zeros(), "scatter_list": pieces if r == root else None}
+        if collective == "gather":
+            return {"tensor": own, "gather_list": [zeros() for _ in range(ws)] if r == root else None}
+        if collective == "broadcast":
+            return {"tensor": own if r == root else zeros()}
+        if collective in ("reduce", "all_reduce"):
+            return {"tensor": own}
+        if collective == "all_gather":
+            return {"tensor_list": [zeros() for _ in range(ws)], "tensor": own}
+        if collective == "all_gather_single":
+            return {"output_tensor": zeros(ws * size), "input_tensor": own}
+        if collective == "reduce_scatter":
+            return {"output": zeros(), "input_list": pieces}
+        if collective == "reduce_scatter_single":
+            return {"output": zeros(), "input": sum(pieces, [])}
+        if collective == "all_to_all":
+            return {"output_tensor_list": [zeros() for _ in range(ws)], "input_tensor_list": pieces}
+        splits = params.get("input_split_sizes")
+        if splits is None:
+            return {"output": zeros(ws * size), "input": sum(pieces, [])}
+        per_rank = splits if isinstance(splits[0], (list, tuple)) else [splits] * ws
+        out_sizes = [per_rank[q][r] for q in range(ws)]
+        return {"output": zeros(sum(out_sizes)),
+                "input": sum((piece(r, j, per_rank[r][j]) for j in range(ws)), []),
+                "output_split_sizes": out_sizes, "input_split_sizes": list(per_rank[r])}
+
+    return [row(r) for r in range(ws)]
+
+
+def _close(predicted: Any, actual: Any) -> bool:
+    """Nested comparison of a student's prediction with a measured value."""
+    if isinstance(predicted, np.ndarray):
+        predicted = predicted.tolist()
+    if isinstance(actual, np.ndarray):
+        actual = actual.tolist()
+    if isinstance(predicted, (list, tuple)) or isinstance(actual, (list, tuple)):
+        return (isinstance(predicted, (list, tuple)) and isinstance(actual, (list, tuple))
+                and len(predicted) == len(actual)
+                and all(_close(p, a) for p, a in zip(predicted, actual)))
+    if predicted is None or actual is None or predicted is Ellipsis:
+        return predicted is actual
+    try:
+        return bool(np.isclose(float(predicted), float(actual), rtol=1e-3, atol=1e-3, equal_nan=True))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_prediction(prediction: Sequence[Any] | None, actual_afters: Sequence[dict] | dict,
+                     arg: str, undefined: Sequence[int] = ()) -> bool:
+    """Compare a student's per-rank prediction of `arg` with what the ranks measured.
+
+    `actual_afters` is the list of per-rank "after" dicts, or a whole record (then
+    the ranks where the API leaves `arg` undefined are found by the model; with a
+    list, name them in `undefined`). Predict None for "not defined"/"not passed".
+    Prints one ✓/✗ line per rank and returns True when all are right.
+    """
+    if prediction is None or prediction is Ellipsis:
+        print(f"✎ Fill in your prediction for {arg!r} first (one value per rank, None where "
+              "it is not defined or not passed), then run this cell again.")
+        return False
+    undefined = set(undefined)
+    if isinstance(actual_afters, dict):
+        record = actual_afters
+        undefined |= {r for r, exp in enumerate(expected_after(record))
+                      if exp.get(arg) is UNSPECIFIED}
+        actual_afters = _afters(record)
+    afters = [a["after"] if "after" in a and arg not in a else a for a in actual_afters]
+    if len(prediction) != len(afters):
+        print(f"✗ Your prediction has {len(prediction)} entries but there are {len(afters)} "
+              "ranks: give one value per rank.")
+        return False
+    oks = []
+    for r, (p, after) in enumerate(zip(prediction, afters)):
+        measured = after.get(arg)
+        if p is Ellipsis:
+            ok, note = False, "  (fill this one in)"
+        elif r in undefined:
+            ok = p is None
+            note = ("  (not defined by the API: don't rely on what you measure)" if ok else
+                    "  (not defined by the API: predict None; no program may rely on it)")
+        else:
+            ok, note = _close(p, measured), ""
+        shown = "not defined / not passed" if p is None else "..." if p is Ellipsis else _fmt(p)
+        print(f"rank {r} {'✓' if ok else '✗'}  predicted {shown}   measured {_fmt(measured)}{note}")
+        oks.append(ok)
+    print("All ranks right!" if all(oks) else f"{sum(oks)} of {len(oks)} ranks right.")
+    return all(oks)
