@@ -15,10 +15,12 @@ PYTHON := $(ENV_DIR)/bin/python
 INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install html test test-quick lab gpu-check images clean
+.PHONY: help install html slides student test test-quick lab gpu-check images clean
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
+	@echo "make slides      reveal.js slides of the executed notebooks (after make html)"
+	@echo "make student     student copies without exercise solutions, in build/student"
 	@echo "make test        the whole test suite (real kernels and engines, gloo on CPU)"
 	@echo "make test-quick  the suite without the slow notebook executions"
 	@echo "make lab         JupyterLab with the project's kernel"
@@ -37,6 +39,12 @@ install: $(INSTALLED)
 
 html: $(INSTALLED)
 	$(PYTHON) -m helpers.build
+
+slides: html
+	$(PYTHON) -m helpers.classroom slides
+
+student: $(INSTALLED)
+	$(PYTHON) -m helpers.classroom student
 
 test: $(INSTALLED)
 	$(PYTHON) -m pytest $(PYTEST_ARGS)

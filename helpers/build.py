@@ -12,9 +12,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import html
-import json
 import os
-import platform
+import re
 import sys
 import tempfile
 import time
@@ -23,10 +22,10 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.results import REPO_ROOT
+from helpers.results import REPO_ROOT, build_dir
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
-BUILD_DIR = REPO_ROOT / "build"
+BUILD_DIR = build_dir()
 HTML_DIR = BUILD_DIR / "html"
 EXECUTED_DIR = BUILD_DIR / "executed"
 STAMP_DIR = BUILD_DIR / ".stamps"
@@ -36,7 +35,8 @@ SETTINGS = ("TUTORIAL_RANKS", "TUTORIAL_BACKEND", "TUTORIAL_TIMEOUT", "TUTORIAL_
 def fingerprint(notebook: Path) -> str:
     """What a page depends on: the notebook, the helpers, the images and the settings."""
     digest = hashlib.sha256()
-    inputs = [notebook, *sorted((REPO_ROOT / "helpers").glob("*.py")),
+    inputs = [notebook, *sorted((REPO_ROOT / "helpers").rglob("*.py")),
+              *sorted((REPO_ROOT / "helpers" / "templates").rglob("*.*")),
               *sorted((REPO_ROOT / "images").glob("*.png")), REPO_ROOT / "requirements.txt"]
     for path in inputs:
         digest.update(path.name.encode())
@@ -70,44 +70,123 @@ def execute(notebook: Path, timeout_s: int) -> nbformat.NotebookNode:
         return nbformat.read(out, as_version=4)
 
 
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
 def to_html(nb: nbformat.NotebookNode) -> str:
-    """A self-contained page: nbconvert embeds every image output as base64."""
+    """A self-contained page: images embedded, no script or style from a CDN."""
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    exporter = HTMLExporter(template_name="selfcontained",
+                            extra_template_basedirs=[str(TEMPLATES)])
+    body, _ = exporter.from_notebook_node(nb)
     return body
 
 
-def title_of(notebook: Path) -> str:
+def describe(notebook: Path) -> tuple[str, str]:
+    """(title, one-line summary): the '# ' heading and the first 'What you will learn' item."""
     nb = nbformat.read(notebook, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    title = re.search(r"^# (.+)$", text, flags=re.M)
+    learn = re.search(r"What you will learn\**\s*\n- (.+?)(?:\n- |\n\n|$)", text, flags=re.S)
+    clean = lambda s: " ".join(s.replace("`", "").replace("*", "").split()).rstrip(";.")  # noqa: E731
+    summary = clean(learn.group(1)) if learn else ""
+    return (clean(title.group(1)) if title else notebook.stem,
+            summary[:1].upper() + summary[1:])
+
+
+def result_plot(nb: nbformat.NotebookNode) -> bytes | None:
+    """The first plot of the notebook's results (a cell that calls plot_*), as PNG bytes."""
+    import base64
+
     for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-    return notebook.stem
+        if cell.cell_type == "code" and "plot_" in cell.source:
+            for out in cell.get("outputs", []):
+                if "image/png" in out.get("data", {}):
+                    return base64.b64decode(out["data"]["image/png"])
+    return None
+
+
+def write_thumbnail(png: bytes, path: Path, width_px: int = 480) -> None:
+    import io
+
+    import matplotlib.image as mpimg
+    from matplotlib.figure import Figure
+
+    image = mpimg.imread(io.BytesIO(png), format="png")
+    height, width = image.shape[:2]
+    dpi = 100
+    fig = Figure(figsize=(width_px / dpi, width_px * height / width / dpi), dpi=dpi)
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.imshow(image, interpolation="antialiased")
+    ax.set_axis_off()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "wb") as out:
+        out.write(buf.getvalue())
+    os.replace(tmp, path)
 
 
 def environment_stamp() -> str:
+    """What the pages were computed on: torch, backend, world size, GPUs or CPU, date."""
     import torch
 
-    return (f"torch {torch.__version__} · Python {platform.python_version()} · "
-            f"{os.environ.get('TUTORIAL_BACKEND') or 'auto'} backend · "
-            f"built {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
+    from helpers.cluster import resolve_config, visible_gpu_count
+
+    try:
+        world_size, backend = resolve_config()
+    except ValueError as err:
+        world_size, backend = "?", f"invalid settings ({err})"
+    gpus = visible_gpu_count()
+    parts = [f"torch {torch.__version__}", f"backend {backend}", f"world size {world_size}"]
+    if backend == "nccl":
+        parts.append("NCCL " + ".".join(map(str, torch.cuda.nccl.version())))
+    parts.append(", ".join(torch.cuda.get_device_name(i) for i in range(gpus)) if gpus
+                 else "CPU")
+    parts.append(f"built {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
+    return " · ".join(parts)
+
+
+INDEX_STYLE = """
+body{font-family:system-ui,sans-serif;max-width:70rem;margin:2rem auto;padding:0 1rem;
+     line-height:1.45;color:#1f2328}
+h1{margin-bottom:.2rem} .lead{color:#57606a;margin-top:0}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(20rem,1fr));gap:1rem}
+.card{border:1px solid #d0d7de;border-radius:8px;padding:.8rem;text-decoration:none;
+      color:inherit;display:flex;flex-direction:column;gap:.4rem}
+.card:hover{border-color:#c2410c;box-shadow:0 1px 6px rgba(0,0,0,.12)}
+.card h2{font-size:1.1rem;margin:0} .card p{margin:0;color:#57606a;font-size:.92rem}
+.card img{width:100%;border:1px solid #eee;border-radius:4px;background:#fff}
+.nothumb{height:6rem;display:flex;align-items:center;justify-content:center;color:#8c959f;
+         border:1px dashed #d0d7de;border-radius:4px}
+footer{margin-top:2rem;color:#57606a;font-size:.85rem}
+"""
 
 
 def write_index(notebooks: list[Path]) -> None:
-    items = "\n".join(
-        f'<li><a href="{nb.stem}.html">{html.escape(title_of(nb))}</a></li>'
-        for nb in notebooks if (HTML_DIR / f"{nb.stem}.html").exists())
+    cards = []
+    for nb in notebooks:
+        if not (HTML_DIR / f"{nb.stem}.html").exists():
+            continue
+        title, summary = describe(nb)
+        thumb = HTML_DIR / "thumbs" / f"{nb.stem}.png"
+        picture = (f'<img src="thumbs/{nb.stem}.png" alt="result plot of {html.escape(title)}">'
+                   if thumb.exists() else '<div class="nothumb">no plot</div>')
+        cards.append(f'<a class="card" href="{nb.stem}.html">{picture}'
+                     f"<h2>{html.escape(title)}</h2><p>{html.escape(summary)}</p></a>")
     page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>NCCL collectives, rank by rank</title>
-<style>body{{font-family:sans-serif;max-width:48rem;margin:2rem auto;line-height:1.5}}</style>
-</head><body><h1>NCCL collectives, rank by rank</h1>
-<ol start="0">
-{items}
-</ol>
-<p><small>{html.escape(environment_stamp())}</small></p>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>NCCL collectives, rank by rank</title><style>{INDEX_STYLE}</style></head>
+<body><h1>NCCL collectives, rank by rank</h1>
+<p class="lead">One notebook per collective: the upstream diagram beside what every rank
+really held, checked against a NumPy model.</p>
+<div class="cards">
+{chr(10).join(cards)}
+</div>
+<footer>Computed with {html.escape(environment_stamp())}</footer>
 </body></html>
 """
     _atomic_write(HTML_DIR / "index.html", page)
@@ -136,6 +215,9 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> i
             continue
         _atomic_write(EXECUTED_DIR / notebook.name, nbformat.writes(nb))
         _atomic_write(page, to_html(nb))
+        plot = result_plot(nb)
+        if plot is not None:
+            write_thumbnail(plot, HTML_DIR / "thumbs" / f"{notebook.stem}.png")
         _atomic_write(stamp, key)
         print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok", flush=True)
     write_index(notebooks)

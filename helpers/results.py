@@ -19,9 +19,14 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def build_dir() -> Path:
+    """build/ in the repository, or $TUTORIAL_BUILD_DIR."""
+    return Path(os.environ.get("TUTORIAL_BUILD_DIR") or REPO_ROOT / "build")
+
+
 def results_dir() -> Path:
-    """build/results in the repository, or $TUTORIAL_RESULTS_DIR."""
-    return Path(os.environ.get("TUTORIAL_RESULTS_DIR") or REPO_ROOT / "build" / "results")
+    """build/results, or $TUTORIAL_RESULTS_DIR."""
+    return Path(os.environ.get("TUTORIAL_RESULTS_DIR") or build_dir() / "results")
 
 
 def _is_tensor(value: Any) -> bool:

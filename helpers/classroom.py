@@ -1,0 +1,152 @@
+"""Classroom material: `python -m helpers.classroom student|slides`.
+
+- student: copies of the notebooks in build/student/ with every cell tagged
+  `solution` replaced by an empty answer cell (tagged `exercise`). The check cell
+  that follows stays, so a student can verify an answer without seeing it.
+- slides: reveal.js slides of the executed notebooks (build/executed, made by
+  `make html`) in build/slides/, from each cell's slideshow metadata. reveal.js,
+  require.js and jQuery are copied next to the slides (fetched once with npm), so
+  the slides work offline; without npm they load from a CDN, and we say so.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from helpers.build import EXECUTED_DIR, NOTEBOOK_DIR, TEMPLATES, _atomic_write
+from helpers.results import build_dir
+
+STUDENT_NOTE = ("> **Student copy.** The answers of the exercises are removed: write yours "
+                "in the cells marked ✎, then run the check cell below each one.")
+PREDICTION_STUB = ("# ✎ Your prediction: one entry per rank, None where the result is not "
+                   "defined.\nprediction = None")
+CODE_STUB = "# ✎ Your code here (see the exercise above).\n"
+
+VENDOR = {  # npm package → (file inside the package, where the slides expect it)
+    "reveal.js@4.0.2": [("package", "reveal.js")],
+    "requirejs@2.3.6": [("package/require.js", "require.js")],
+    "jquery@3.5.1": [("package/dist/jquery.min.js", "jquery.min.js")],
+}
+CDN = {"reveal_url_prefix": "https://unpkg.com/reveal.js@4.0.2",
+       "require_js_url": "https://cdnjs.cloudflare.com/ajax/libs/require.js/2.1.10/require.min.js",
+       "jquery_url": "https://code.jquery.com/jquery-3.5.1.min.js"}
+
+
+def student_stub(solution: nbformat.NotebookNode) -> str:
+    """What replaces a solution: the cell's own `student` metadata, or a generic stub."""
+    own = solution.metadata.get("nccl_notebooks", {}).get("student")
+    if own:
+        return own
+    if solution.source.lstrip().startswith("prediction"):
+        return PREDICTION_STUB
+    return CODE_STUB
+
+
+def student_copy(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook with solution cells replaced by exercise cells, outputs cleared."""
+    nb = nbformat.from_dict(nbformat.v4.upgrade(nb) if nb.nbformat < 4 else nb)
+    cells = []
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if "solution" in tags:
+            stub = nbformat.v4.new_code_cell(student_stub(cell))
+            stub.metadata["tags"] = ["exercise"]
+            stub.metadata["slideshow"] = cell.metadata.get("slideshow", {"slide_type": "-"})
+            stub.id = cell.id
+            cell = stub
+        elif cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        cells.append(cell)
+    note = nbformat.v4.new_markdown_cell(STUDENT_NOTE)
+    note.id = "student-note"
+    nb.cells = cells[:1] + [note] + cells[1:]
+    return nb
+
+
+def make_student(out_dir: Path) -> list[Path]:
+    written = []
+    for path in sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb")):
+        nb = student_copy(nbformat.read(path, as_version=4))
+        target = out_dir / path.name
+        _atomic_write(target, nbformat.writes(nb))
+        written.append(target)
+        print(f"{target}")
+    return written
+
+
+def vendor_reveal(vendor_dir: Path) -> dict[str, str] | None:
+    """Local copies of reveal.js, require.js and jQuery (npm pack); None without npm."""
+    if all((vendor_dir / dest).exists() for files in VENDOR.values() for _, dest in files):
+        return _local_urls(vendor_dir)
+    npm = shutil.which("npm")
+    if npm is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            subprocess.run([npm, "pack", "--silent", *VENDOR], cwd=tmp, check=True,
+                           capture_output=True, timeout=120)
+        except (subprocess.SubprocessError, OSError):
+            return None
+        for spec, files in VENDOR.items():
+            name, version = spec.rsplit("@", 1)
+            with tarfile.open(Path(tmp) / f"{name}-{version}.tgz") as tar:
+                tar.extractall(Path(tmp) / name, filter="data")
+            for inside, dest in files:
+                target = vendor_dir / dest
+                if target.exists():
+                    shutil.rmtree(target) if target.is_dir() else target.unlink()
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(Path(tmp) / name / inside), target)
+    return _local_urls(vendor_dir)
+
+
+def _local_urls(vendor_dir: Path) -> dict[str, str]:
+    name = vendor_dir.name
+    return {"reveal_url_prefix": f"{name}/reveal.js", "require_js_url": f"{name}/require.js",
+            "jquery_url": f"{name}/jquery.min.js"}
+
+
+def make_slides(out_dir: Path) -> list[Path]:
+    from nbconvert import SlidesExporter
+
+    executed = sorted(EXECUTED_DIR.glob("[0-9]*.ipynb"))
+    if not executed:
+        raise SystemExit(f"no executed notebooks in {EXECUTED_DIR}: run `make html` first")
+    urls = vendor_reveal(out_dir / "vendor")
+    if urls is None:
+        urls = CDN
+        print("npm not found: the slides will load reveal.js from a CDN when opened",
+              file=sys.stderr)
+    exporter = SlidesExporter(template_name="projector", extra_template_basedirs=[str(TEMPLATES)],
+                              reveal_theme="simple", reveal_transition="none",
+                              reveal_scroll=True, reveal_number="c/t",
+                              reveal_width="1280", reveal_height="800", **urls)
+    written = []
+    for path in executed:
+        body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
+        target = out_dir / f"{path.stem}.slides.html"
+        _atomic_write(target, body)
+        written.append(target)
+        print(f"{target}")
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=["student", "slides"])
+    parser.add_argument("--out", type=Path, help="output folder (default build/<what>)")
+    args = parser.parse_args(argv)
+    out = args.out or build_dir() / args.what
+    (make_student if args.what == "student" else make_slides)(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""Classroom material: student copies leak no solution and still run; slides build offline."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from conftest import NOTEBOOKS, REPO
+from helpers.classroom import make_student, student_copy
+from notebook_runner import execute, output_text
+
+MASTERS = sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
+WITH_EXERCISE = [p for p in MASTERS
+                 if any("solution" in c.metadata.get("tags", [])
+                        for c in nbformat.read(p, as_version=4).cells)]
+
+
+def _solution_lines(nb) -> set[str]:
+    """Lines of solution cells that would give an answer away."""
+    lines = set()
+    for cell in nb.cells:
+        if "solution" in cell.metadata.get("tags", []):
+            for line in cell.source.splitlines():
+                line = line.strip()
+                if len(line) > 12 and not line.startswith("#"):
+                    lines.add(line)
+    return lines
+
+
+def test_collective_notebooks_have_a_solution_cell_and_a_check():
+    stems = {p.stem for p in WITH_EXERCISE}
+    assert {"01_scatter", "04_reduce", "05_all_reduce", "07_reduce_scatter"} <= stems
+    for path in WITH_EXERCISE:
+        text = path.read_text()
+        assert "check_prediction(" in text or "grade" in text, path.name
+
+
+@pytest.mark.parametrize("path", WITH_EXERCISE, ids=lambda p: p.stem)
+def test_no_solution_leaks_into_the_student_copy(path, tmp_path):
+    master = nbformat.read(path, as_version=4)
+    make_student(tmp_path)
+    student = nbformat.read(tmp_path / path.name, as_version=4)
+    text = "\n".join(c.source for c in student.cells)
+    leaks = [line for line in _solution_lines(master) if line in text]
+    assert not leaks, f"{path.name}: solution lines in the student copy: {leaks}"
+    assert not any("solution" in c.metadata.get("tags", []) for c in student.cells)
+    exercises = [c for c in student.cells if "exercise" in c.metadata.get("tags", [])]
+    assert len(exercises) == len([c for c in master.cells
+                                  if "solution" in c.metadata.get("tags", [])])
+    # Everything else is kept, in order: the check cells in particular.
+    kept = [c.source for c in master.cells if "solution" not in c.metadata.get("tags", [])]
+    rest = [c.source for c in student.cells
+            if "exercise" not in c.metadata.get("tags", []) and c.id != "student-note"]
+    assert rest == kept
+    assert all(c.get("outputs", []) == [] for c in student.cells if c.cell_type == "code")
+
+
+def test_student_copy_of_a_notebook_without_solution_is_unchanged_but_for_the_note():
+    nb = nbformat.read(NOTEBOOKS / "00_ranks_and_world.ipynb", as_version=4)
+    if any("solution" in c.metadata.get("tags", []) for c in nb.cells):
+        pytest.skip("notebook 00 has an exercise solution")
+    copy = student_copy(nb)
+    assert [c.source for c in copy.cells if c.id != "student-note"] == [c.source for c in nb.cells]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", WITH_EXERCISE, ids=lambda p: p.stem)
+def test_student_copy_runs_up_to_its_exercise(path, tmp_path, monkeypatch):
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(tmp_path / "results"))
+    make_student(tmp_path / "student")
+    copy = tmp_path / "student" / path.name
+    nb = execute(copy, tmp_path, n_ranks=2)
+    text = "".join(output_text(c) for c in nb.cells if c.cell_type == "code")
+    for r in range(2):
+        assert f"rank {r} ✓" in text, "the part before the exercise did not run"
+    assert "✎" in text, "the exercise check should ask for the student's answer"
+    assert "All ranks right!" not in text
+
+
+def test_every_notebook_has_slide_metadata():
+    for path in MASTERS:
+        nb = nbformat.read(path, as_version=4)
+        kinds = [c.metadata.get("slideshow", {}).get("slide_type") for c in nb.cells]
+        assert None not in kinds, f"{path.name}: a cell without slide metadata"
+        assert kinds[0] == "slide" and kinds.count("slide") >= 4, path.name
+        params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert all(c.metadata["slideshow"]["slide_type"] == "skip" for c in params)
+
+
+@pytest.mark.notebook
+def test_slides_are_built_offline_from_executed_notebooks(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUTORIAL_BUILD_DIR", str(tmp_path / "build"))
+    env = {**__import__("os").environ}
+    run = lambda *args: subprocess.run([sys.executable, "-m", *args], cwd=REPO, env=env,  # noqa: E731
+                                       capture_output=True, text=True, timeout=600)
+    built = run("helpers.build", "notebooks/01_scatter.ipynb")
+    assert built.returncode == 0, built.stdout + built.stderr
+    slides = run("helpers.classroom", "slides")
+    assert slides.returncode == 0, slides.stderr
+    page = (tmp_path / "build" / "slides" / "01_scatter.slides.html").read_text()
+    vendor = tmp_path / "build" / "slides" / "vendor"
+    assert (vendor / "reveal.js" / "dist" / "reveal.js").exists()
+    assert 'src="vendor/require.js"' in page and "vendor/reveal.js/dist/reveal.css" in page
+    remote = re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="(https?://[^"]+)"', page)
+    assert not remote, f"slides must not need the network: {remote}"
+    master = nbformat.read(NOTEBOOKS / "01_scatter.ipynb", as_version=4)
+    n_slides = sum(c.metadata["slideshow"]["slide_type"] == "slide" for c in master.cells)
+    assert page.count("<section") >= n_slides
+    assert "rank 0 ✓" in page and "data:image/png;base64," in page
