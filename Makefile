@@ -15,7 +15,7 @@ PYTHON := $(ENV_DIR)/bin/python
 INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install html slides student test test-quick lab gpu-check images clean
+.PHONY: help install html slides student test test-quick lab gpu-check images bench clean
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
@@ -26,6 +26,7 @@ help:
 	@echo "make lab         JupyterLab with the project's kernel"
 	@echo "make gpu-check   the NCCL path, on a machine with GPUs"
 	@echo "make images      redraw images/ from the NumPy models"
+	@echo "make bench       start-up of the start cell against torchrun (ratios)"
 	@echo "(environment: $(ENV_DIR))"
 
 $(ENV_DIR)/bin/python:
@@ -62,6 +63,9 @@ gpu-check: $(INSTALLED)
 
 images: $(INSTALLED)
 	$(PYTHON) -c 'import sys; from helpers.diagrams import main; sys.exit(main())'
+
+bench: $(INSTALLED)
+	$(PYTHON) benchmarks/start_vs_torchrun.py
 
 clean:
 	rm -rf build

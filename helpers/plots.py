@@ -121,20 +121,23 @@ def text_color_for(face: str) -> str:
     return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.55 else "white"
 
 
+ZERO_FACE = "#ffffff"     # zeros are (mostly) empty buffers: no data colour
+
+
 class ValueColors:
     """A stable value → colour map: colours are handed out in order of first
-    appearance (inputs before outputs), keyed by the displayed text."""
+    appearance (inputs before outputs), keyed by the displayed text. Zero is white."""
 
     def __init__(self, values: Iterable[Any] = ()):
         self._palette = _palette()
-        self._map: dict[str, str] = {}
+        self._map: dict[str, str] = {"0": ZERO_FACE}
         for v in values:
             self.add(v)
 
     def add(self, value: Any) -> str:
         key = value if isinstance(value, str) else format_value(value)
         if key not in self._map:
-            self._map[key] = self._palette[len(self._map) % len(self._palette)]
+            self._map[key] = self._palette[(len(self._map) - 1) % len(self._palette)]
         return self._map[key]
 
     def __call__(self, value: Any) -> str:
