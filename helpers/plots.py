@@ -22,25 +22,11 @@ import matplotlib.colors as mcolors
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-# torch.distributed parameter order, tensors only (src/dst/op live in params).
-SIGNATURES: dict[str, tuple[str, ...]] = {
-    "scatter": ("tensor", "scatter_list"),
-    "gather": ("tensor", "gather_list"),
-    "broadcast": ("tensor",),
-    "reduce": ("tensor",),
-    "all_reduce": ("tensor",),
-    "all_gather": ("tensor_list", "tensor"),
-    "all_gather_single": ("output_tensor", "input_tensor"),
-    "reduce_scatter": ("output", "input_list"),
-    "reduce_scatter_single": ("output", "input"),
-    "all_to_all": ("output_tensor_list", "input_tensor_list"),
-    "all_to_all_single": ("output", "input"),
-    "send_recv": ("tensor",),
-}
-LIST_ARGS = {"scatter_list", "gather_list", "tensor_list", "input_list",
-             "output_tensor_list", "input_tensor_list"}
+from helpers.models import ARGS as SIGNATURES  # torch's tensor arguments, in order
+from helpers.models import LIST_ARGS
+from helpers.models import ROOT as ROOT_PARAM
+
 PLAIN_ARGS = {"output_split_sizes", "input_split_sizes"}   # ints, not tensors: plain text
-ROOT_PARAM = {"scatter": "src", "gather": "dst", "broadcast": "src", "reduce": "dst"}
 
 MAX_CELLS = 24            # longer rows show head … tail
 UNDEFINED_FACE = "#e4e4e4"
