@@ -9,6 +9,10 @@ to one collective before the call and what it held after it::
                {"rank": 1, "before": {"tensor": [0.0], "scatter_list": None},
                            "after":  {"tensor": [5.0], "scatter_list": None}}]}
 
+Point-to-point calls are recorded as "send_recv" records, one per (src, dst)
+pair: params {"src": s, "dst": d}; rank s's "tensor" is what it sent, rank d's
+its recv buffer, and every other rank's "tensor" is null.
+
 ``expected_after`` computes, from the "before" states alone, what every rank
 must hold afterwards; ``check`` and ``report`` compare that with "after".
 """
@@ -23,7 +27,7 @@ import numpy as np
 COLLECTIVES = (
     "scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
     "all_gather_single", "reduce_scatter", "reduce_scatter_single",
-    "all_to_all", "all_to_all_single",
+    "all_to_all", "all_to_all_single", "send_recv",
 )
 REDUCE_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR")
 
@@ -37,6 +41,7 @@ ARGS = {
     "reduce_scatter_single": ("output", "input"),
     "all_to_all": ("output_tensor_list", "input_tensor_list"),
     "all_to_all_single": ("output", "input"),
+    "send_recv": ("tensor",),  # src: the tensor sent; dst: the recv buffer; others: null
 }
 OUTPUT = {c: ("gather_list" if c == "gather" else "tensor_list" if c == "all_gather"
               else "output_tensor_list" if c == "all_to_all" else args[0])
@@ -389,12 +394,25 @@ def _all_to_all_single(c: _Ctx, exp: list[dict]) -> None:
         exp[r]["output"] = np.concatenate(received).reshape(out.shape)
 
 
+def _send_recv(c: _Ctx, exp: list[dict]) -> None:
+    """`send(tensor, dst)` on src, `recv(tensor, src)` on dst; other ranks take no part."""
+    src, dst = _root(c.params, "src", c.ws), _root(c.params, "dst", c.ws)
+    if src == dst:
+        raise ValueError(f"send_recv: src and dst must be different ranks (a rank cannot "
+                         f"send to itself), got src = dst = {src}")
+    sent, buffer = c.tensor(src, "tensor"), c.tensor(dst, "tensor")
+    if buffer.size != sent.size:
+        raise ValueError(f"send_recv: size mismatch: src {src} sends {sent.size} elements but "
+                         f"the recv buffer on dst {dst} holds {buffer.size}")
+    exp[dst]["tensor"] = sent.reshape(buffer.shape).copy()  # src and the others: unchanged
+
+
 _MODELS: dict[str, Callable[[_Ctx, list[dict]], None]] = {
     "scatter": _scatter, "gather": _gather, "broadcast": _broadcast, "reduce": _reduce,
     "all_reduce": _all_reduce, "all_gather": _all_gather,
     "all_gather_single": _all_gather_single, "reduce_scatter": _reduce_scatter,
     "reduce_scatter_single": _reduce_scatter_single, "all_to_all": _all_to_all,
-    "all_to_all_single": _all_to_all_single,
+    "all_to_all_single": _all_to_all_single, "send_recv": _send_recv,
 }
 
 
@@ -489,8 +507,12 @@ def report(record: dict) -> list[bool]:
                 shown += f" (not defined by {collective}: only {key} {params[key]} is)"
             elif not ok[name]:
                 shown += f" (model: {_fmt(e)})"
+            elif collective == "send_recv" and r in (params.get("src"), params.get("dst")):
+                shown += (f" (src: sent to rank {params['dst']}, unchanged)" if r == params["src"]
+                          else f" (dst: received from rank {params['src']})")
             elif e is None:
-                shown += " (not passed on this rank)"
+                shown += (" (not part of this send/recv)" if collective == "send_recv"
+                          else " (not passed on this rank)")
             parts.append(f"{name} = {shown}")
         print(f"rank {r} {'✓' if all(ok.values()) else '✗'}  " + "  ".join(parts))
     return [all(ok.values()) for ok in oks]
@@ -521,14 +543,23 @@ def example_befores(collective: str, world_size: int, params: dict | None = None
 
     A rank's single input (all_reduce, gather, ...) is its piece 0, so the tens
     digit always says which rank the data came from. Arguments a rank does not
-    pass are None. For all_to_all_single, `input_split_sizes` in params (one list
-    for all ranks, or one per rank) sets each rank's split sizes arguments.
+    pass are None. send_recv: src (default 0) holds its piece 0, dst (default 1,
+    or 0 when src is 1) a zero buffer, the other ranks None. For
+    all_to_all_single, `input_split_sizes` in params (one list for all ranks, or
+    one per rank) sets each rank's split sizes arguments.
     """
     if collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
     if not 1 <= world_size <= 9:
         raise ValueError(f"world_size must be 1..9 for readable examples, got {world_size}")
     params, ws = params or {}, world_size
+    if collective == "send_recv":
+        src, dst = params.get("src", 0), params.get("dst", 1 if params.get("src", 0) != 1 else 0)
+        if not (0 <= src < ws and 0 <= dst < ws) or src == dst:
+            raise ValueError(f"send_recv needs two different ranks in 0..{ws - 1}: "
+                             f"src={src}, dst={dst}")
+        return [{"tensor": [10.0 * src + 1] * size if r == src else
+                 [0.0] * size if r == dst else None} for r in range(ws)]
 
     def piece(r: int, j: int, n: int = size) -> list[float]:
         return [10.0 * r + j + 1] * n

@@ -194,13 +194,15 @@ def build_panels(record: Mapping[str, Any]) -> list[Panel]:
     params = record.get("params") or {}
     ranks = sorted(record["ranks"], key=lambda r: r["rank"])
     args = arg_order(collective, [s for r in ranks for s in (r.get("before") or {}, r.get("after") or {})])
-    root_key = ROOT_PARAM.get(collective)
+    # The ranks to mark: src or dst of a rooted collective, both ends of a send/recv.
+    keys = ("src", "dst") if collective == "send_recv" else (ROOT_PARAM.get(collective),)
+    marked = {params[k]: k for k in keys if k is not None and params.get(k) is not None}
     panels = []
     for info in ranks:
         rank = info["rank"]
         before, after = info.get("before") or {}, info.get("after") or {}
-        is_root = root_key is not None and params.get(root_key) == rank
-        panel = Panel(rank, str(info.get("device", "")), is_root, root_key if is_root else "")
+        role = marked.get(rank, "")
+        panel = Panel(rank, str(info.get("device", "")), bool(role), role)
         for arg in args:
             if arg not in before and arg not in after:
                 continue

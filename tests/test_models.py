@@ -211,6 +211,16 @@ BAD = {  # name: (invalid record factory, expected message)
     "all_to_all_single splits": (_same("all_to_all_single", {"output": [0.0] * 2, "input": [1.0] * 2,
                                                              "input_split_sizes": [1, 2]}),
                                  r"input_split_sizes \[1, 2\] on rank 0 must be 2 sizes adding up"),
+    "send_recv to itself": (lambda: record("send_recv", [{"tensor": [1.0]}, {"tensor": [0.0]}],
+                                           {"src": 1, "dst": 1}), "src and dst must be different"),
+    "send_recv dst missing": (lambda: record("send_recv", [{"tensor": [1.0]}, {"tensor": [0.0]}],
+                                             {"src": 0}), r"dst must be a rank in 0..1, got None"),
+    "send_recv dst out of range": (lambda: record("send_recv", [{"tensor": [1.0]}, {"tensor": [0.0]}],
+                                                  {"src": 0, "dst": 2}), r"dst must be a rank in 0..1, got 2"),
+    "send_recv no buffer": (lambda: record("send_recv", [{"tensor": [1.0]}, {"tensor": None}],
+                                           {"src": 0, "dst": 1}), "rank 1 must pass tensor"),
+    "send_recv sizes": (lambda: record("send_recv", [{"tensor": [1.0, 2.0]}, {"tensor": [0.0]}],
+                                       {"src": 0, "dst": 1}), "src 0 sends 2 elements but the recv buffer"),
     "all_to_all_single 0-d": (_same("all_to_all_single", {"output": 0.0, "input": 1.0}),
                               "at least one dimension"),
 }
@@ -283,14 +293,14 @@ def _plain_leaves(value):
 SENT = {"scatter": "scatter_list", "gather": "tensor", "broadcast": "tensor", "reduce": "tensor",
         "all_reduce": "tensor", "all_gather": "tensor", "all_gather_single": "input_tensor",
         "reduce_scatter": "input_list", "reduce_scatter_single": "input",
-        "all_to_all": "input_tensor_list", "all_to_all_single": "input"}
+        "all_to_all": "input_tensor_list", "all_to_all_single": "input", "send_recv": "tensor"}
 MULTI_PIECE = ("reduce_scatter", "reduce_scatter_single", "all_to_all", "all_to_all_single")
 
 
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_example_befores_are_readable_and_consistent(collective):
     for ws in range(2, 9):
-        params = {"src": ws - 1, "dst": ws - 1, "op": "SUM"}
+        params = {"src": ws - 1, "dst": 0 if collective == "send_recv" else ws - 1, "op": "SUM"}
         befores = example_befores(collective, ws, params)
         assert len(befores) == ws
         afters = model_after(collective, befores, params)
@@ -299,14 +309,15 @@ def test_example_befores_are_readable_and_consistent(collective):
         sent = SENT[collective]
         flat = np.concatenate([np.ravel(np.array(b[sent], dtype=float)) for b in befores
                                if b[sent] is not None])
-        pieces = {"broadcast": 1}.get(collective, ws * ws if collective in MULTI_PIECE else ws)
+        pieces = {"broadcast": 1, "send_recv": 1}.get(collective, ws * ws if collective in MULTI_PIECE else ws)
         assert len(set(flat.tolist()) - {0.0}) == pieces
         root, out = ws - 1, models.OUTPUT[collective]
         for r, b in enumerate(befores):  # outputs start as zeros or are not passed
             v = b[out]
-            if collective in ("reduce", "all_reduce") or (collective == "broadcast" and r == root):
+            if collective in ("reduce", "all_reduce") or (collective in ("broadcast", "send_recv")
+                                                           and r == root):
                 continue
-            if collective == "gather" and r != root:
+            if (collective == "gather" and r != root) or (collective == "send_recv" and r not in (0, root)):
                 assert v is None
             else:
                 assert not np.any(np.array(v, dtype=float))
@@ -392,8 +403,17 @@ def _make_cases(ws, seed):
             "output_split_sizes": sizes[:, r].tolist(), "input_split_sizes": sizes[r].tolist()})
         add("all_to_all_single", dtype, {"output_split_sizes": None, "input_split_sizes": None},
             lambda r: {"output": zeros(dtype, (2 * ws,)), "input": rv(dtype, (2 * ws,))})
+    for dtype in ("float32", "int64", "bool", "float16", "bfloat16", "uint8"):
+        for shape, recv_shape in (((), ()), ((3,), (3,)), ((2, 3), (2, 3)), ((2, 3), (6,))):
+            src = int(rng.integers(ws))
+            dst = int((src + rng.integers(1, ws)) % ws)  # any other rank
+            add("send_recv", dtype, {"src": src, "dst": dst}, lambda r: {
+                "tensor": rv(dtype, shape) if r == src else zeros(dtype, recv_shape) if r == dst
+                else None})
     for collective in COLLECTIVES:  # the inputs the drawings use
         params = {models.ROOT[collective]: 1} if collective in models.ROOT else {}
+        if collective == "send_recv":
+            params = {"src": ws - 1, "dst": 1}
         if collective in models.REDUCING:
             params["op"] = "MAX"
         if collective == "all_to_all_single":
@@ -434,7 +454,13 @@ def _worker(rank, ws, store_path, cases, out_path):
                           and not (v and isinstance(v[0], list)))}
             before = {k: snap(v) for k, v in args.items()}
             try:
-                getattr(dist, case["collective"])(**args, **kwargs)
+                if case["collective"] == "send_recv":  # one send and its recv; others idle
+                    if rank == case["params"]["src"]:
+                        dist.send(args["tensor"], dst=case["params"]["dst"])
+                    elif rank == case["params"]["dst"]:
+                        dist.recv(args["tensor"], src=case["params"]["src"])
+                else:
+                    getattr(dist, case["collective"])(**args, **kwargs)
                 results.append({"rank": rank, "device": "cpu", "before": before,
                                 "after": {k: snap(v) for k, v in args.items()}})
             except Exception as e:  # noqa: BLE001 - recorded, compared with the model
@@ -570,3 +596,43 @@ def test_check_catches_a_corrupted_record(torch_records, collective, capsys):
     bad = copy.deepcopy(rec)
     del bad["ranks"][rank]["after"][out]
     assert check(bad)[rank] is False
+
+
+# ------------------------------------------------------------ send_recv
+
+def test_send_recv_by_hand(capsys):
+    befores = [{"tensor": None}, {"tensor": [0.0, 0.0]}, {"tensor": [21.0, 22.0]}]
+    params = {"src": 2, "dst": 1}
+    exp = plain(expected_after(record("send_recv", befores, params)))
+    assert exp == [{"tensor": None}, {"tensor": [21.0, 22.0]}, {"tensor": [21.0, 22.0]}]
+    good = [{"tensor": None}, {"tensor": [21.0, 22.0]}, {"tensor": [21.0, 22.0]}]
+    assert report(record("send_recv", befores, params, good)) == [True, True, True]
+    assert capsys.readouterr().out.splitlines() == [
+        "rank 0 ✓  tensor = None (not part of this send/recv)",
+        "rank 1 ✓  tensor = [21.0, 22.0] (dst: received from rank 2)",
+        "rank 2 ✓  tensor = [21.0, 22.0] (src: sent to rank 1, unchanged)"]
+    # the buffer left as it was, a sender that changed its tensor, a bystander that got data
+    for r, wrong in ((1, [0.0, 0.0]), (2, [0.0, 0.0]), (0, [21.0, 22.0])):
+        afters = copy.deepcopy(good)
+        afters[r]["tensor"] = wrong
+        assert check(record("send_recv", befores, params, afters)) == [q != r for q in range(3)]
+    # a bystander may hold a tensor of its own: it must stay as it was
+    befores[0] = {"tensor": [5.0]}
+    assert check(record("send_recv", befores, params, [{"tensor": [5.0]}] + good[1:])) == [True] * 3
+    # the recv buffer may have another shape with the same number of elements
+    rec = record("send_recv", [{"tensor": [[1, 2], [3, 4]]}, {"tensor": [0, 0, 0, 0]}],
+                 {"src": 0, "dst": 1}, dtype="int64")
+    assert plain(expected_after(rec))[1] == {"tensor": [1, 2, 3, 4]}
+
+
+def test_send_recv_examples_and_predictions():
+    assert example_befores("send_recv", 3) == [{"tensor": [1.0, 1.0]}, {"tensor": [0.0, 0.0]},
+                                                {"tensor": None}]
+    assert example_befores("send_recv", 2, {"src": 1}) == [{"tensor": [0.0, 0.0]},
+                                                           {"tensor": [11.0, 11.0]}]
+    for bad in ({"src": 1, "dst": 1}, {"src": 0, "dst": 3}):
+        with pytest.raises(ValueError, match="two different ranks"):
+            example_befores("send_recv", 3, bad)
+    afters = model_after("send_recv", example_befores("send_recv", 4, {"src": 3, "dst": 0}),
+                         {"src": 3, "dst": 0})
+    assert check_prediction([[31.0] * 2, None, None, [31.0] * 2], afters, "tensor") is True

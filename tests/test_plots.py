@@ -131,6 +131,13 @@ def test_root_is_marked(collective, key, root):
         assert (width > 2) == (r == root)
 
 
+def test_send_recv_marks_both_ends():
+    record = model_record("send_recv", 4, {"src": 3, "dst": 1})
+    titles = {r: ax.get_title().split(" · ") for r, ax in rank_axes(plots.plot_record(record)).items()}
+    assert "src" in titles[3] and "dst" in titles[1]
+    assert not {"src", "dst"} & (set(titles[0]) | set(titles[2]))
+
+
 def test_same_value_same_colour_across_panels():
     axes = rank_axes(plots.plot_record(scatter_record()))
     # scatter_list[2] on rank 0 becomes rank 2's tensor: same colour in both panels.
