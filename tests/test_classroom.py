@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from conftest import NOTEBOOKS, REPO
-from helpers.classroom import make_student, student_copy
+from helpers.classroom import make_student, student_copy, student_stub
 from notebook_runner import execute, output_text
 
 MASTERS = sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
@@ -19,16 +19,21 @@ WITH_EXERCISE = [p for p in MASTERS
                         for c in nbformat.read(p, as_version=4).cells)]
 
 
+def _lines(cells) -> set[str]:
+    return {line.strip() for cell in cells for line in cell.source.splitlines()
+            if len(line.strip()) > 12 and not line.strip().startswith("#")}
+
+
 def _solution_lines(nb) -> set[str]:
-    """Lines of solution cells that would give an answer away."""
-    lines = set()
-    for cell in nb.cells:
-        if "solution" in cell.metadata.get("tags", []):
-            for line in cell.source.splitlines():
-                line = line.strip()
-                if len(line) > 12 and not line.startswith("#"):
-                    lines.add(line)
-    return lines
+    """Lines of solution cells that would give an answer away: the ones the notebook
+    does not show anywhere else (a loop header the lesson itself uses is no leak)."""
+    solutions = [c for c in nb.cells if "solution" in c.metadata.get("tags", [])]
+    others = [c for c in nb.cells if "solution" not in c.metadata.get("tags", [])]
+    # Scaffolding the author chose to give students (the cell's `student` text) is no leak.
+    stubs = [nbformat.v4.new_code_cell(student_stub(c)) for c in solutions]
+    leaking = _lines(solutions) - _lines(others) - _lines(stubs)
+    assert leaking or not solutions, "a solution that only repeats its own stub"
+    return leaking
 
 
 def test_collective_notebooks_have_a_solution_cell_and_a_check():
