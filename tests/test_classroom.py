@@ -19,9 +19,18 @@ WITH_EXERCISE = [p for p in MASTERS
                         for c in nbformat.read(p, as_version=4).cells)]
 
 
-def _lines(cells) -> set[str]:
-    return {line.strip() for cell in cells for line in cell.source.splitlines()
-            if len(line.strip()) > 12 and not line.strip().startswith("#")}
+def _lines(cells, comments: bool = False) -> set[str]:
+    """Code lines without trailing comments; with `comments`, commented-out code too."""
+    found = set()
+    for cell in cells:
+        for line in cell.source.splitlines():
+            line = line.strip()
+            if comments:
+                line = line.lstrip("#").strip()
+            line = line.split("  #")[0].strip()
+            if len(line) > 12 and not line.startswith("#"):
+                found.add(line)
+    return found
 
 
 def _solution_lines(nb) -> set[str]:
@@ -31,7 +40,7 @@ def _solution_lines(nb) -> set[str]:
     others = [c for c in nb.cells if "solution" not in c.metadata.get("tags", [])]
     # Scaffolding the author chose to give students (the cell's `student` text) is no leak.
     stubs = [nbformat.v4.new_code_cell(student_stub(c)) for c in solutions]
-    leaking = _lines(solutions) - _lines(others) - _lines(stubs)
+    leaking = _lines(solutions) - _lines(others) - _lines(stubs, comments=True)
     assert leaking or not solutions, "a solution that only repeats its own stub"
     return leaking
 
