@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.files import atomic_write
 from helpers.results import REPO_ROOT, build_dir
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -44,18 +45,6 @@ def fingerprint(notebook: Path) -> str:
     for name in SETTINGS:
         digest.update(f"{name}={os.environ.get(name, '')}".encode())
     return digest.hexdigest()
-
-
-def _atomic_write(path: Path, data: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def execute(notebook: Path, timeout_s: int) -> nbformat.NotebookNode:
@@ -122,11 +111,7 @@ def write_thumbnail(png: bytes, path: Path, width_px: int = 480) -> None:
     ax.set_axis_off()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "wb") as out:
-        out.write(buf.getvalue())
-    os.replace(tmp, path)
+    atomic_write(path, buf.getvalue())
 
 
 def environment_stamp() -> str:
@@ -189,7 +174,7 @@ really held, checked against a NumPy model.</p>
 <footer>Computed with {html.escape(environment_stamp())}</footer>
 </body></html>
 """
-    _atomic_write(HTML_DIR / "index.html", page)
+    atomic_write(HTML_DIR / "index.html", page)
 
 
 def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> int:
@@ -213,12 +198,12 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> i
                   f"{summary}", flush=True)
             failed.append(notebook.name)
             continue
-        _atomic_write(EXECUTED_DIR / notebook.name, nbformat.writes(nb))
-        _atomic_write(page, to_html(nb))
+        atomic_write(EXECUTED_DIR / notebook.name, nbformat.writes(nb))
+        atomic_write(page, to_html(nb))
         plot = result_plot(nb)
         if plot is not None:
             write_thumbnail(plot, HTML_DIR / "thumbs" / f"{notebook.stem}.png")
-        _atomic_write(stamp, key)
+        atomic_write(stamp, key)
         print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok", flush=True)
     write_index(notebooks)
     if failed:

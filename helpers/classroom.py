@@ -20,7 +20,8 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.build import EXECUTED_DIR, NOTEBOOK_DIR, TEMPLATES, _atomic_write
+from helpers.build import EXECUTED_DIR, NOTEBOOK_DIR, TEMPLATES
+from helpers.files import atomic_write
 from helpers.results import build_dir
 
 STUDENT_NOTE = ("> **Student copy.** The answers of the exercises are removed: write yours "
@@ -75,7 +76,7 @@ def make_student(out_dir: Path) -> list[Path]:
     for path in sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb")):
         nb = student_copy(nbformat.read(path, as_version=4))
         target = out_dir / path.name
-        _atomic_write(target, nbformat.writes(nb))
+        atomic_write(target, nbformat.writes(nb))
         written.append(target)
         print(f"{target}")
     return written
@@ -132,7 +133,7 @@ def make_slides(out_dir: Path) -> list[Path]:
     for path in executed:
         body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
         target = out_dir / f"{path.stem}.slides.html"
-        _atomic_write(target, body)
+        atomic_write(target, body)
         written.append(target)
         print(f"{target}")
     return written

@@ -14,7 +14,6 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 

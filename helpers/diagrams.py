@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+import re
 import threading
 import time
 import urllib.error
@@ -33,6 +33,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangl
 import matplotlib.colors as mcolors
 
 from . import plots
+from .files import atomic_write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 IMAGES_DIR = REPO_ROOT / "images"
@@ -179,19 +180,6 @@ def _fetch(url: str, timeout_s: float, max_bytes: int = 8_000_000) -> bytes:
     return result["data"]
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)                      # mkstemp makes it 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _read_cache(path: Path) -> bytes | None:
     try:
         data = path.read_bytes()
@@ -260,7 +248,7 @@ def load_diagram(collective: str, timeout_s: float = 3.0) -> Diagram:
                 f"the upstream diagram is at {url}")
         return _local(collective, url, note, f"{len(data)} bytes starting {data[:16]!r}")
     try:
-        _write_atomic(cached, data)
+        atomic_write(cached, data)
     except OSError:                               # a read-only home: show it anyway
         cached = None
     return _upstream(collective, url, data, cached)
@@ -269,11 +257,13 @@ def load_diagram(collective: str, timeout_s: float = 3.0) -> Diagram:
 def diagram_markdown(diagram: Diagram) -> str:
     """The credit line (and the fallback note) as Markdown."""
     up = UPSTREAM[canonical(diagram.collective)]
+    # A bare URL would swallow the closing "*" of the italics: make it an explicit link.
+    credit = re.sub(r"(https?://[^\s,;)]+)", r"<\1>", up.credit)
     if diagram.source == "upstream":
-        text = f"*Diagram: {up.credit} — [{up.filename}]({diagram.url}), {up.licence}.*"
+        text = f"*Diagram: {credit} — [{up.filename}]({diagram.url}), {up.licence}.*"
     else:
         text = (f"*Our own drawing of `{canonical(diagram.collective)}`, computed from "
-                f"`helpers.models`. Upstream diagram: [{up.filename}]({diagram.url}) — {up.credit}.*")
+                f"`helpers.models`. Upstream diagram: [{up.filename}]({diagram.url}) — {credit}.*")
     if diagram.note:
         text += f"\n\n> {diagram.note}"
     return text
@@ -544,7 +534,7 @@ def save_png(fig: Figure, path: Path) -> None:
     import io
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    _write_atomic(Path(path), buffer.getvalue())
+    atomic_write(Path(path), buffer.getvalue())
 
 
 def write_images(out_dir: str | os.PathLike | None = None, world_size: int = 4,

@@ -13,6 +13,12 @@ from helpers.models import check
 from helpers.results import record_from_states
 
 
+def first_line(error: str, limit: int = 90) -> str:
+    """The first line of an error message, cut to `limit` characters."""
+    line = (str(error).splitlines() or [""])[0]
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
 def probe_records(cluster: Any, collective: str, name: str = "probe"
                   ) -> tuple[list[dict], dict[str, str]]:
     """Records of the calls the backend accepted, and {"OP/dtype": error} for the rest."""
@@ -29,11 +35,6 @@ def probe_records(cluster: Any, collective: str, name: str = "probe"
     return records, refused
 
 
-def _short(error: str, limit: int = 70) -> str:
-    first = error.splitlines()[0]
-    return first if len(first) <= limit else first[:limit - 1] + "…"
-
-
 def op_table(records: list[dict], refused: dict[str, str]) -> RankTable:
     """One row per op, one column per dtype: '✓ [rank 0's result]', '✗ model mismatch' or the error."""
     cells: dict[str, dict[str, str]] = {}
@@ -47,7 +48,7 @@ def op_table(records: list[dict], refused: dict[str, str]) -> RankTable:
         dtypes.append(dtype)
     for key, error in refused.items():
         op, dtype = key.split("/")
-        cells.setdefault(op, {})[dtype] = f"refused: {_short(error)}"
+        cells.setdefault(op, {})[dtype] = f"refused: {first_line(error, 100)}"
         dtypes.append(dtype)
     columns = ["op", *dict.fromkeys(dtypes)]
     return RankTable([{"op": op, **row} for op, row in cells.items()], columns)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from helpers.files import atomic_write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,19 +88,7 @@ def record_from_states(cluster: Any, collective: str, params: dict | None,
 
 def save_results(stem: str, records: dict | list[dict]) -> Path:
     """Write build/results/<stem>.json atomically (never a half-written file)."""
-    directory = results_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{stem}.json"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(records, out, indent=1)
-            out.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(results_dir() / f"{stem}.json", json.dumps(records, indent=1) + "\n")
 
 
 def load_results(stem: str) -> dict | list[dict]:

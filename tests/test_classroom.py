@@ -1,7 +1,6 @@
 """Classroom material: student copies leak no solution and still run; slides build offline."""
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys

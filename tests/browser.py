@@ -1,0 +1,148 @@
+"""Headless Chromium (Debian's `chromium` package) driven by Playwright, for the tests.
+
+Playwright's Python wheel carries its driver; no browser is downloaded
+(`playwright install` is never run): the tests launch the system's Chromium.
+`/usr/bin/chromium` is a shell wrapper, so the real binary is launched directly.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import psutil
+import pytest
+
+from helpers.cluster import end_processes  # noqa: F401  (used by the tests)
+
+CHROMIUM = Path("/usr/lib/chromium/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync"]
+VIEWPORT = {"width": 1280, "height": 900}
+LAUNCH_TIMEOUT_MS = 90_000
+
+# Terminal residue that must never reach a page.
+ANSI = re.compile(r"\x1b\[|\[(?:\d{1,3};)*\d{1,3}m")
+PROGRESS_BAR = re.compile(r"\d+%\|[^\n]*\||\d+/\d+ \[\d+:\d+<|tasks/s\]|it/s\]")
+
+
+def require_chromium() -> None:
+    """Skip where Debian's Chromium or Playwright is missing; fail under CI (.ci/run installs both)."""
+    missing = []
+    if not CHROMIUM.exists():
+        missing.append(f"{CHROMIUM} (apt-get install chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("playwright (pip install -r requirements.txt)")
+    if missing:
+        message = "browser tests need " + ", ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator["playwright.sync_api.Browser"]:  # noqa: F821
+    """A headless Chromium, closed (with Playwright's driver) on the way out."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                    args=CHROMIUM_ARGS, timeout=LAUNCH_TIMEOUT_MS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class PageWatch:
+    """What went wrong on a page: console errors, uncaught exceptions, failed requests."""
+
+    def __init__(self, page) -> None:
+        self.errors: list[str] = []
+        self.failed_requests: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda err: self.errors.append(f"pageerror: {err}"))
+        page.on("requestfailed",
+                lambda req: self.failed_requests.append(f"{req.url[:200]} ({req.failure})"))
+
+    def _console(self, msg) -> None:
+        if msg.type == "error":
+            self.errors.append(f"console.error: {msg.text[:500]} at {msg.location}")
+
+
+def block_network(context) -> list[str]:
+    """Abort every request that is not file:// or data:; return the list they are noted in."""
+    foreign: list[str] = []
+
+    def handle(route) -> None:
+        url = route.request.url
+        if url.startswith(("file:", "data:", "blob:")):
+            route.continue_()
+        else:
+            foreign.append(url)
+            route.abort()
+
+    context.route("**/*", handle)
+    return foreign
+
+
+IMAGES_JS = """() => [...document.images].map(img => {
+    const box = img.getBoundingClientRect();
+    return {src: img.currentSrc.slice(0, 120), complete: img.complete,
+            naturalWidth: img.naturalWidth, width: box.width, height: box.height,
+            plot: !!img.closest('.jp-OutputArea-output, .jp-RenderedImage')};
+})"""
+
+
+def broken_images(page) -> list[dict]:
+    """Images that did not load, and output images (plots) drawn at zero size."""
+    return [img for img in page.evaluate(IMAGES_JS)
+            if not img["complete"] or img["naturalWidth"] == 0
+            or (img["plot"] and (img["width"] == 0 or img["height"] == 0))]
+
+
+def plot_count(page) -> int:
+    return sum(1 for img in page.evaluate(IMAGES_JS) if img["plot"])
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float, what: str,
+               interval_s: float = 0.5):
+    """Poll `condition` until it returns something truthy; fail naming `what` after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def processes_with_env(name: str, value: str | None = None) -> list[psutil.Process]:
+    """Live processes whose environment has `name` (equal to `value` when given)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == os.getpid() or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            env = proc.environ()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if name in env and (value is None or env[name] == value):
+            found.append(proc)
+    return found
+
+
+def describe(procs: list[psutil.Process]) -> str:
+    lines = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            lines.append(f"{proc.pid}: {' '.join(proc.cmdline())[:160]}")
+    return "\n".join(lines)

@@ -1,0 +1,236 @@
+"""Notebook 05 in a real JupyterLab, driven in headless Chromium as a reader would.
+
+A JupyterLab server (127.0.0.1, free port, token, fresh config/runtime/settings
+dirs, its own process session) serves the repository. Chromium opens
+notebooks/05_all_reduce.ipynb, waits for the kernel, picks Run → Run All Cells,
+and the page must show a ✓ line for each of the 4 ranks and the plot. Then the
+cluster is started once more (the notebook's own teardown already ran) and the
+kernel is shut down through the REST API, as closing a notebook would: no engine
+may outlive it. The notebook file is never saved: it stays output-free.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import browser
+from conftest import NOTEBOOKS, REPO
+
+NB = NOTEBOOKS / "05_all_reduce.ipynb"
+N_RANKS = 4
+SERVER_START_S = 120
+KERNEL_IDLE_MS = 180_000
+RUN_ALL_S = 420             # the whole notebook, 4 engines, on a busy 2-core machine
+ENGINES_GONE_S = 15
+
+pytestmark = pytest.mark.notebook
+
+OUTPUTS_JS = """() => {
+  const texts = sel => [...document.querySelectorAll(sel)].map(el => el.textContent);
+  return {
+    stdout: texts('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stdout"]'),
+    stderr: texts('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'),
+    plots: [...document.querySelectorAll(
+              '.jp-OutputArea-output[data-mime-type="image/png"] img')]
+           .map(img => img.complete && img.naturalWidth > 0),
+    prompts: [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
+             .map(el => el.textContent.trim()),
+    status: [...document.querySelectorAll('.jp-StatusBar-TextItem')]
+            .map(el => el.textContent).join(' '),
+  };
+}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api(base: str, token: str, path: str, method: str = "GET", timeout: float = 10):
+    req = urllib.request.Request(f"{base}{path}", method=method,
+                                 headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        body = resp.read()
+        return resp.status, (json.loads(body) if body else None)
+
+
+def _write_settings(settings: Path) -> None:
+    """No news pop-up, and never autosave: the committed notebook must stay output-free."""
+    for plugin, values in [("@jupyterlab/apputils-extension/notification", {"fetchNews": "false"}),
+                           ("@jupyterlab/docmanager-extension/plugin", {"autosave": False})]:
+        path = settings / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+def _engines(ipythondir: Path):
+    return [p for p in browser.processes_with_env("IPYTHONDIR", str(ipythondir))
+            if "IPP_CLUSTER_ID" in _environ(p)]
+
+
+def _environ(proc) -> dict:
+    try:
+        return proc.environ()
+    except Exception:
+        return {}
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    with contextlib.suppress(OSError):
+        return path.read_text(errors="replace")[-n:]
+    return ""
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A JupyterLab server on the repository; yields (base URL, token, IPYTHONDIR, log)."""
+    browser.require_chromium()
+    port, token = _free_port(), secrets.token_hex(16)
+    dirs = {name: tmp_path / name.lower() for name in
+            ["JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
+             "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR", "TUTORIAL_RESULTS_DIR"]}
+    for path in dirs.values():
+        path.mkdir()
+    _write_settings(dirs["JUPYTERLAB_SETTINGS_DIR"])
+    checkpoints = tmp_path / "checkpoints"
+    env = dict(os.environ, **{k: str(v) for k, v in dirs.items()})
+    log = tmp_path / "lab.log"
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+           "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}",
+           f"--FileCheckpoints.checkpoint_dir={checkpoints}",
+           "--LabApp.news_url=None",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    with open(log, "wb") as log_file:
+        server = subprocess.Popen(cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=log_file, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    ipythondir = dirs["IPYTHONDIR"]
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"JupyterLab exited {server.returncode}:\n{_tail(log)}")
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                if _api(base, token, "/api/status", timeout=5)[0] == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab not up after {SERVER_START_S} s:\n{_tail(log)}")
+            time.sleep(0.5)
+        yield base, token, ipythondir, log, server
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=15)
+        # Whatever a failure left behind (kernel, engines, reaper): end it.
+        browser.end_processes(browser.processes_with_env("IPYTHONDIR", str(ipythondir)))
+
+
+def test_run_all_in_jupyterlab_then_kernel_shutdown_leaves_no_engine(lab):
+    base, token, ipythondir, log, server = lab
+    before = NB.read_bytes()
+    had_checkpoints = (NB.parent / ".ipynb_checkpoints").exists()
+    rel = NB.relative_to(REPO).as_posix()
+    engines_seen = 0
+    with browser.chromium() as chromium:
+        context = chromium.new_context(viewport=browser.VIEWPORT)
+        try:
+            page = context.new_page()
+            watch = browser.PageWatch(page)
+            t0 = time.monotonic()
+            page.goto(f"{base}/lab/tree/{rel}?reset&token={token}",
+                      wait_until="domcontentloaded", timeout=120_000)
+            idle = page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle"))
+            idle.first.wait_for(timeout=KERNEL_IDLE_MS)
+            print(f"\nkernel idle {time.monotonic() - t0:.1f} s after opening the page")
+
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            t1 = time.monotonic()
+
+            last = {}
+
+            def finished():
+                nonlocal engines_seen
+                engines_seen = max(engines_seen, len(_engines(ipythondir)))
+                state = last["state"] = page.evaluate(OUTPUTS_JS)
+                shown = "\n".join(state["stdout"] + state["stderr"])
+                if "Traceback" in shown:
+                    pytest.fail(f"a cell failed in JupyterLab:\n{shown[-3000:]}")
+                done = (state["prompts"] and all(re.fullmatch(r"\[\d+\]:", p)
+                                                 for p in state["prompts"])
+                        and "Idle" in state["status"])
+                return state if done else None
+
+            try:
+                state = browser.wait_until(finished, RUN_ALL_S, "Run All Cells to finish", 1.0)
+            except BaseException:
+                page.screenshot(path=str(log.parent / "lab.png"))
+                print(f"last state: {last.get('state')}\nscreenshot: {log.parent / 'lab.png'}")
+                raise
+            print(f"Run All Cells: {time.monotonic() - t1:.1f} s")
+            stdout = "\n".join(state["stdout"])
+            for rank in range(N_RANKS):
+                assert f"rank {rank} ✓" in stdout, f"no 'rank {rank} ✓' line:\n{stdout[-3000:]}"
+            assert not re.search(r"rank \d+ ✗", stdout), stdout[-3000:]
+            assert state["plots"] and all(state["plots"]), f"plot not drawn: {state['plots']}"
+            assert engines_seen >= N_RANKS, \
+                f"saw {engines_seen} engine processes during the run (IPYTHONDIR not inherited?)"
+            print("console errors:", watch.errors)
+
+            # The notebook's last cell stopped its cluster. Start one again, as a reader
+            # who runs "Start the ranks" once more and then closes the notebook would.
+            cell = page.locator(".jp-CodeCell", has_text="cluster = start_cluster(").first
+            prompt = cell.locator(".jp-InputPrompt")
+            previous = (prompt.text_content() or "").strip()
+            prompt.click()
+            page.keyboard.press("Control+Enter")
+            browser.wait_until(
+                lambda: (re.fullmatch(r"\[\d+\]:", (prompt.text_content() or "").strip())
+                         and (prompt.text_content() or "").strip() != previous
+                         and "Idle" in page.evaluate(OUTPUTS_JS)["status"]),
+                120, "the start_cluster cell to run again")
+            assert len(_engines(ipythondir)) >= N_RANKS, "start_cluster started no engines"
+        finally:
+            context.close()   # never saves: autosave is off and nothing pressed Ctrl+S
+
+    # Shut the kernel down through the REST API, as closing the notebook would.
+    _, kernels = _api(base, token, "/api/kernels")
+    assert len(kernels) == 1, kernels
+    status, _ = _api(base, token, f"/api/kernels/{kernels[0]['id']}", method="DELETE",
+                     timeout=60)
+    assert status == 204
+    t2 = time.monotonic()
+    browser.wait_until(lambda: not _engines(ipythondir), ENGINES_GONE_S,
+                       "the engines to end after the kernel shutdown")
+    print(f"engines gone {time.monotonic() - t2:.1f} s after the kernel shutdown")
+
+    # Stop the server; nothing started under it may remain.
+    os.killpg(server.pid, signal.SIGTERM)
+    server.wait(timeout=30)
+    browser.wait_until(
+        lambda: not browser.processes_with_env("IPYTHONDIR", str(ipythondir)),
+        ENGINES_GONE_S, "every process of the server to end")
+    assert NB.read_bytes() == before, f"{rel} was written to by the JupyterLab test"
+    assert had_checkpoints or not (NB.parent / ".ipynb_checkpoints").exists(), \
+        "JupyterLab wrote .ipynb_checkpoints into notebooks/"
