@@ -36,3 +36,28 @@ class RankTable:
 def rank_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> RankTable:
     """One row per rank, sorted by rank, showing `columns` (default: all keys)."""
     return RankTable(sorted(rows, key=lambda r: r.get("rank", 0)), columns)
+
+
+def plot_barrier(timings: Sequence[dict[str, Any]]):
+    """One bar per rank: working until it arrives at the barrier, then waiting in it."""
+    import matplotlib.pyplot as plt
+
+    rows = sorted(timings, key=lambda t: t["rank"])
+    # Made through pyplot (so Jupyter knows how to show it), closed so it shows once.
+    fig = plt.figure(figsize=(9, 0.5 * len(rows) + 1.5), dpi=100)
+    plt.close(fig)
+    ax = fig.add_subplot()
+    for t in rows:
+        ax.barh(t["rank"], t["arrived"], color="#9ecae1", edgecolor="#3182bd")
+        ax.barh(t["rank"], t["left"] - t["arrived"], left=t["arrived"],
+                color="#fdd0a2", edgecolor="#e6550d", hatch="//")
+    last = max(t["arrived"] for t in rows)
+    ax.axvline(last, color="#c2410c", linestyle="--")
+    ax.set_yticks([t["rank"] for t in rows], [f"rank {t['rank']}" for t in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the cell started")
+    ax.legend(["last rank arrives", "working (sleep)", "waiting in dist.barrier()"],
+              loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9, frameon=False)
+    ax.set_title("dist.barrier(): nobody leaves before the last rank arrives")
+    fig.tight_layout()
+    return fig

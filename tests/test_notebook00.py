@@ -26,6 +26,8 @@ def test_notebook00_default_reports_each_of_4_ranks_once(tmp_path):
     assert "✗" not in text
     assert "4 rank(s) · backend gloo" in text
     assert "only rank 0 runs this cell" in text
+    pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(pngs) == 1, "the barrier plot, shown once"
 
 
 @pytest.mark.notebook
