@@ -1,0 +1,84 @@
+"""make html's machinery on tiny notebooks (no engines): progress, failures, incremental."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from conftest import REPO
+
+
+def _notebook(path, *sources: str, title: str = "# 99 · tiny\n\n**What you will learn**\n- a line"):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(title)]
+    nb.cells += [nbformat.v4.new_code_cell(src) for src in sources]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+def _build(tmp_path, *notebooks):
+    env = {**os.environ, "TUTORIAL_BUILD_DIR": str(tmp_path / "build")}
+    return subprocess.run([sys.executable, "-m", "helpers.build", *map(str, notebooks)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+PLOT = ("import matplotlib.pyplot as plt\n"
+        "def plot_it():\n"
+        "    fig = plt.figure(figsize=(2, 1)); fig.add_subplot().plot([0, 1]); plt.close(fig)\n"
+        "    return fig\n"
+        "plot_it()")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("build")
+    good = _notebook(tmp / "91_good.ipynb", "print('hello from the page')", PLOT)
+    first = _build(tmp, good)
+    return tmp, good, first
+
+
+def test_a_page_per_notebook_and_an_index(built):
+    tmp, good, first = built
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "91_good.ipynb" in first.stdout and " ok" in first.stdout
+    page = (tmp / "build" / "html" / "91_good.html").read_text()
+    assert "hello from the page" in page and "data:image/png;base64," in page
+    assert oct((tmp / "build" / "html" / "91_good.html").stat().st_mode & 0o777) == "0o644"
+    index = (tmp / "build" / "html" / "index.html").read_text()
+    assert 'href="91_good.html"' in index and "99 · tiny" in index and "A line" in index
+    assert 'src="thumbs/91_good.png"' in index
+    assert (tmp / "build" / "html" / "thumbs" / "91_good.png").stat().st_size > 0
+    for stamp in ("torch 2.13.0", "backend gloo", "world size 4", "CPU"):
+        assert stamp in index
+
+
+def test_unchanged_notebook_is_not_executed_again(built):
+    tmp, good, _ = built
+    again = _build(tmp, good)
+    assert again.returncode == 0 and "up to date" in again.stdout
+
+
+def test_changed_notebook_or_settings_are_executed_again(built, monkeypatch):
+    tmp, good, _ = built
+    monkeypatch.setenv("TUTORIAL_RANKS", "3")
+    assert "up to date" not in _build(tmp, good).stdout
+    monkeypatch.delenv("TUTORIAL_RANKS")
+    assert " ok" in _build(tmp, good).stdout   # back to the old settings: a new key again
+
+
+def test_a_failing_notebook_is_named_with_its_cell_and_keeps_the_old_page(tmp_path):
+    bad = _notebook(tmp_path / "92_bad.ipynb", "x = 1", "raise RuntimeError('boom in cell two')")
+    old_page = tmp_path / "build" / "html" / "92_bad.html"
+    old_page.parent.mkdir(parents=True)
+    old_page.write_text("the last good page")
+    run = _build(tmp_path, bad)
+    assert run.returncode == 1
+    assert "92_bad.ipynb" in run.stdout and "FAILED in cell [2]" in run.stdout
+    assert "boom in cell two" in run.stdout
+    assert old_page.read_text() == "the last good page"
+    leftovers = [p.name for p in old_page.parent.iterdir() if p.name.endswith(".tmp")]
+    assert not leftovers
