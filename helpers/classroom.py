@@ -126,7 +126,7 @@ def make_slides(out_dir: Path) -> list[Path]:
         print("npm not found: the slides will load reveal.js from a CDN when opened",
               file=sys.stderr)
     exporter = SlidesExporter(template_name="projector", extra_template_basedirs=[str(TEMPLATES)],
-                              reveal_theme="simple", reveal_transition="none",
+                              reveal_theme="white", reveal_transition="none",
                               reveal_scroll=True, reveal_number="c/t",
                               reveal_width="1280", reveal_height="800", **urls)
     written = []

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import NOTEBOOKS, REPO
 from helpers.classroom import make_student, student_copy, student_stub
+import browser
 from notebook_runner import execute, output_text
 
 MASTERS = sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
@@ -125,3 +126,21 @@ def test_slides_are_built_offline_from_executed_notebooks(tmp_path, monkeypatch)
     n_slides = sum(c.metadata["slideshow"]["slide_type"] == "slide" for c in master.cells)
     assert page.count("<section") >= n_slides
     assert "rank 0 ✓" in page and "data:image/png;base64," in page
+
+    # In a real browser, from disk, with the network cut: reveal.js starts and shows slides.
+    with browser.chromium() as chromium:
+        context = chromium.new_context(viewport=browser.VIEWPORT)
+        try:
+            foreign = browser.block_network(context)
+            tab = context.new_page()
+            watch = browser.PageWatch(tab)
+            tab.goto((tmp_path / "build" / "slides" / "01_scatter.slides.html").as_uri())
+            tab.wait_for_selector(".reveal.ready", timeout=30_000)
+            total = tab.evaluate("() => document.querySelectorAll('.reveal .slides > section').length")
+            shots = tmp_path / "build" / "screenshots"
+            shots.mkdir(parents=True, exist_ok=True)
+            tab.screenshot(path=str(shots / "01_scatter.slides.png"))
+        finally:
+            context.close()
+    assert total >= n_slides
+    assert not foreign and not watch.errors, (foreign, watch.errors)
