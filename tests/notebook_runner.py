@@ -24,3 +24,54 @@ def output_text(cell) -> str:
         data = out.get("data", {})
         parts.extend(str(data[m]) for m in ("text/plain", "text/html") if m in data)
     return "".join(parts)
+
+
+def notebook_text(nb) -> str:
+    """Everything the notebook's code cells printed or displayed as text."""
+    return "".join(output_text(c) for c in nb.cells if c.cell_type == "code")
+
+
+def png_count(nb) -> int:
+    """How many images the notebook shows (diagrams and plots)."""
+    return sum("image/png" in out.get("data", {}) for c in nb.cells
+               for out in c.get("outputs", []))
+
+
+def assert_records_match_model(records: list[dict], n_ranks: int) -> None:
+    """Every record: gloo, this world size, ranks in order, and what the model says."""
+    from helpers.models import check
+
+    assert records, "no record saved"
+    for record in records:
+        assert record["backend"] == "gloo" and record["world_size"] == n_ranks
+        assert [r["rank"] for r in record["ranks"]] == list(range(n_ranks))
+        assert all(r.get("device", "cpu") == "cpu" for r in record["ranks"])
+        assert all(check(record)), (record["collective"], record.get("dtype"),
+                                    record["params"], check(record))
+
+
+def run_bounded(cmd: list[str], cwd: Path, env: dict, timeout_s: float) -> tuple[int, str]:
+    """Run a command in its own process session; kill the whole session past the timeout.
+
+    Returns (exit code, stdout and stderr together); fails the test on a timeout.
+    """
+    import os
+    import signal
+    import subprocess
+
+    import pytest
+
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+        pytest.fail(f"`{' '.join(map(str, cmd))}` ran over {timeout_s} s:\n{out[-4000:]}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    return proc.returncode, out

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -21,6 +19,7 @@ import pytest
 
 import browser
 from conftest import NOTEBOOKS, REPO
+from notebook_runner import run_bounded
 
 BUILT = ["00_ranks_and_world", "01_scatter", "05_all_reduce"]
 PAGES_WITH_PLOTS = {"01_scatter", "05_all_reduce"}
@@ -43,19 +42,8 @@ def html_dir(tmp_path_factory) -> Path:
                TUTORIAL_RESULTS_DIR=str(build / "results"))
     cmd = [sys.executable, "-m", "helpers.build",
            *(str(NOTEBOOKS / f"{stem}.ipynb") for stem in BUILT)]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=BUILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=30)
-        pytest.fail(f"helpers.build took over {BUILD_TIMEOUT_S} s:\n{out[-4000:]}")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-    assert proc.returncode == 0, f"helpers.build exited {proc.returncode}:\n{out[-4000:]}"
+    returncode, out = run_bounded(cmd, REPO, env, BUILD_TIMEOUT_S)
+    assert returncode == 0, f"helpers.build exited {returncode}:\n{out[-4000:]}"
     html = build / "html"
     assert (html / "index.html").is_file(), out[-4000:]
     return html

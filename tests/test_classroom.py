@@ -11,7 +11,7 @@ import pytest
 from conftest import NOTEBOOKS, REPO
 from helpers.classroom import make_student, student_copy, student_stub
 import browser
-from notebook_runner import execute, output_text
+from notebook_runner import execute, notebook_text
 
 MASTERS = sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
 WITH_EXERCISE = [p for p in MASTERS
@@ -88,7 +88,7 @@ def test_student_copy_runs_up_to_its_exercise(path, tmp_path, monkeypatch):
     make_student(tmp_path / "student")
     copy = tmp_path / "student" / path.name
     nb = execute(copy, tmp_path, n_ranks=2)
-    text = "".join(output_text(c) for c in nb.cells if c.cell_type == "code")
+    text = notebook_text(nb)
     for r in range(2):
         assert f"rank {r} ✓" in text, "the part before the exercise did not run"
     # The check runs and does not pass an empty answer: it asks for one (✎) or marks ✗.

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import NOTEBOOKS, REPO
+from notebook_runner import run_bounded
 
 JUPYTER = Path(sys.executable).parent / "jupyter"
 NB = NOTEBOOKS / "01_scatter.ipynb"
@@ -30,20 +29,8 @@ def test_nbconvert_execute_to_html(tmp_path, cwd):
     cmd = [str(JUPYTER), "nbconvert", "--to", "html", "--execute",
            os.path.relpath(NB, cwd), "--output-dir", str(out_dir)]
     env = dict(os.environ, TUTORIAL_RESULTS_DIR=str(tmp_path / "results"))
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=30)
-        pytest.fail(f"`{' '.join(cmd)}` ran over {TIMEOUT_S} s:\n{out[-4000:]}")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-    assert proc.returncode == 0, f"`{' '.join(cmd)}` in {cwd} exited {proc.returncode}:\n{out[-4000:]}"
+    returncode, out = run_bounded(cmd, cwd, env, TIMEOUT_S)
+    assert returncode == 0, f"`{' '.join(cmd)}` in {cwd} exited {returncode}:\n{out[-4000:]}"
     page = out_dir / f"{NB.stem}.html"
     assert page.is_file(), f"no {page.name} in {out_dir}:\n{out[-2000:]}"
     text = page.read_text(encoding="utf-8")

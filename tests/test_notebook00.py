@@ -6,13 +6,13 @@ import re
 import pytest
 
 from conftest import NOTEBOOKS
-from notebook_runner import execute, output_text
+from notebook_runner import execute, notebook_text
 
 NB = NOTEBOOKS / "00_ranks_and_world.ipynb"
 
 
 def _ranks_reported(nb) -> list[int]:
-    text = "".join(output_text(c) for c in nb.cells if c.cell_type == "code")
+    text = notebook_text(nb)
     return [int(r) for r in re.findall(r"^rank (\d+) of \d+:", text, flags=re.M)]
 
 
@@ -20,7 +20,7 @@ def _ranks_reported(nb) -> list[int]:
 def test_notebook00_default_reports_each_of_4_ranks_once(tmp_path):
     nb = execute(NB, tmp_path)
     assert sorted(_ranks_reported(nb)) == [0, 1, 2, 3]
-    text = "".join(output_text(c) for c in nb.cells if c.cell_type == "code")
+    text = notebook_text(nb)
     for r in range(4):
         assert text.count(f"rank {r} ✓") == 1
     assert "✗" not in text

@@ -16,17 +16,10 @@ import pytest  # noqa: E402
 from conftest import NOTEBOOKS  # noqa: E402
 from helpers import p2p, ring  # noqa: E402
 from helpers.models import check, check_prediction  # noqa: E402
-from notebook_runner import execute, output_text  # noqa: E402
+from notebook_runner import (assert_records_match_model, execute,  # noqa: E402
+                             notebook_text, png_count)
 
 PAIR_TIMEOUT_S = 3.0   # the deadlock demo's group timeout in notebook 09
-
-
-def _text(nb) -> str:
-    return "".join(output_text(c) for c in nb.cells if c.cell_type == "code")
-
-
-def _pngs(nb) -> int:
-    return sum("image/png" in out.get("data", {}) for c in nb.cells for out in c.get("outputs", []))
 
 
 def _duration(nb, marker: str) -> float:
@@ -55,25 +48,23 @@ def test_send_recv_notebook(n_ranks, src, dst, tmp_path, monkeypatch):
     expected_pairs = ([(src, dst), (dst, src)] + [(r, (r + 1) % n) for r in range(n)]
                       + [(0, 1), (1, 0)] * 3 + [(r, (r - 1) % n) for r in range(n)])
     assert [(r["params"]["src"], r["params"]["dst"]) for r in records] == expected_pairs
+    assert_records_match_model(records, n)
     for record in records:
         assert record["collective"] == "send_recv"
-        assert record["backend"] == "gloo" and record["world_size"] == n
-        assert [r["rank"] for r in record["ranks"]] == list(range(n))
-        assert all(check(record)), (record["params"], check(record))
         ends = (record["params"]["src"], record["params"]["dst"])
         for r in record["ranks"]:  # only the two ends of a transfer hold a tensor
             assert (r["before"]["tensor"] is None) == (r["rank"] not in ends)
     first = {r["rank"]: r for r in records[0]["ranks"]}
     assert first[dst]["after"]["tensor"] == [10.0 * src + 1, 10.0 * src + 2]
 
-    text = _text(nb)
+    text = notebook_text(nb)
     assert "✗" not in text
     for r in range(n):
         assert f"rank {r} ✓" in text, f"no ✓ line for rank {r}"
     for a, b in expected_pairs:
         assert f"{a} → {b} ✓" in text
     assert "All ranks right!" in text, "the exercise check did not pass"
-    assert _pngs(nb) >= 3  # diagram, the send/recv record, the ring shift
+    assert png_count(nb) >= 3  # diagram, the send/recv record, the ring shift
 
     # the deadlock: both ranks of the pair raise after the timeout, at both sizes, never earlier
     raised = re.findall(r"rank (\d): (\d+) element\(s\): send raised after ([\d.]+) s", text)
@@ -104,9 +95,7 @@ def test_ring_all_reduce_notebook(n_ranks, chunk_len, tmp_path, monkeypatch):
     records = _load(results, "10_ring_all_reduce")
     assert [r["collective"] for r in records] == ["all_reduce", "all_reduce",
                                                   "reduce_scatter_single", "all_gather_single"]
-    for record in records:
-        assert record["backend"] == "gloo" and record["world_size"] == n
-        assert all(check(record)), (record["collective"], check(record))
+    assert_records_match_model(records, n)
     data = ring.example_data(n, chunk_len)
     trace = ring.ring_model(data)
     ours = records[0]
@@ -117,7 +106,7 @@ def test_ring_all_reduce_notebook(n_ranks, chunk_len, tmp_path, monkeypatch):
     assert states.shape == (2 * n - 1, n, n * chunk_len)
     np.testing.assert_allclose(states, trace.tensors())
 
-    text = _text(nb)
+    text = notebook_text(nb)
     assert "✗" not in text
     for r in range(n):
         assert f"rank {r} ✓" in text
@@ -130,7 +119,7 @@ def test_ring_all_reduce_notebook(n_ranks, chunk_len, tmp_path, monkeypatch):
     for steps in (n, n, 2 * n - 1):
         line = re.compile(r"rank \d ✓" + r"\s+✓" * steps + r"\s*$", re.M)
         assert len(line.findall(text)) >= n
-    assert _pngs(nb) >= 3  # diagram, ring figure, all_reduce record
+    assert png_count(nb) >= 3  # diagram, ring figure, all_reduce record
 
 
 # ------------------------------------------------------------------ helpers.ring
