@@ -239,6 +239,26 @@ def _start_reaper(cluster_id: str) -> subprocess.Popen:
     )
 
 
+# ipyparallel's own log: its start-up and shutdown chatter has no place in a tutorial.
+_IPP_LOG = logging.getLogger("helpers.cluster.ipyparallel")
+_IPP_LOG.addHandler(logging.NullHandler())
+_IPP_LOG.propagate = False
+
+
+def _timeout(timeout_s: float | None) -> float:
+    """The collective timeout: the argument, else TUTORIAL_TIMEOUT, else 60 s."""
+    if timeout_s is None:
+        raw = os.environ.get("TUTORIAL_TIMEOUT", "").strip()
+        try:
+            timeout_s = float(raw) if raw else DEFAULT_TIMEOUT_S
+        except ValueError:
+            raise ClusterConfigError(
+                f"TUTORIAL_TIMEOUT must be a number of seconds, not {raw!r}") from None
+    if not timeout_s > 0:
+        raise ClusterConfigError(f"the collective timeout must be positive, not {timeout_s!r}")
+    return float(timeout_s)
+
+
 def _shell():
     """The IPython shell this code runs in, or None in a plain Python process."""
     from IPython import get_ipython
@@ -258,16 +278,11 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
     """
     global _current
     n_ranks, backend = resolve_config(n_ranks, backend)
-    if timeout_s is None:
-        timeout_s = float(os.environ.get("TUTORIAL_TIMEOUT", DEFAULT_TIMEOUT_S))
+    timeout_s = _timeout(timeout_s)
     if _current is not None:
         _current.stop()
 
-    log = logging.getLogger("helpers.cluster.ipyparallel")
-    log.addHandler(logging.NullHandler())
-    log.propagate = False
-    log.setLevel(logging.WARNING)
-    ipp_cluster = ipp.Cluster(n=n_ranks, log=log, controller_ip="127.0.0.1")
+    ipp_cluster = ipp.Cluster(n=n_ranks, log=_IPP_LOG, controller_ip="127.0.0.1")
     reaper = _start_reaper(ipp_cluster.cluster_id)
     try:
         in_ipython = _shell() is not None
@@ -279,9 +294,9 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
         engine_ids = sorted(client.ids)[:n_ranks]  # rank = position in the id list
         ranks = _join_process_group(client, engine_ids, backend, timeout_s)
     except BaseException:
+        end_processes(cluster_processes(ipp_cluster.cluster_id))
         with _quiet(ipp_cluster), contextlib.suppress(Exception):
             ipp_cluster.stop_cluster_sync()
-        end_processes(cluster_processes(ipp_cluster.cluster_id))
         reaper.terminate()
         raise
     _current = TutorialCluster(ipp_cluster, client, backend, ranks, timeout_s, reaper)

@@ -75,6 +75,16 @@ def test_bad_environment_is_named(monkeypatch):
         resolve_config(gpu_count=0)
 
 
+def test_bad_timeout_is_named(monkeypatch):
+    monkeypatch.setenv("TUTORIAL_TIMEOUT", "soon")
+    with pytest.raises(ClusterConfigError, match="TUTORIAL_TIMEOUT.*'soon'"):
+        start_cluster(n_ranks=2, backend="gloo")
+    monkeypatch.delenv("TUTORIAL_TIMEOUT")
+    with pytest.raises(ClusterConfigError, match="positive"):
+        start_cluster(n_ranks=2, backend="gloo", timeout_s=0)
+    assert ipp_processes() == []
+
+
 def test_nccl_with_too_few_gpus_names_both_numbers_and_the_way_out():
     with pytest.raises(ClusterConfigError) as err:
         resolve_config(n_ranks=4, backend="nccl", gpu_count=2)
