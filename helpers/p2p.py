@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from helpers import models, plots
-from helpers.results import record_from_states
+from helpers.results import first_tensor, plain_values, record_from_states
 
 
 def _tensor(state: Mapping[str, Any] | None, name: str) -> Any:
@@ -80,22 +80,12 @@ def received_by_rank(records: Sequence[dict], world_size: int) -> list[dict]:
     return out
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict) and set(value) == {"values", "dtype", "device"}:
-        return value["values"]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def plot_exchange(cluster: Any, title: str, before: str = "before", after: str = "after"):
     """Every rank's buffers before → after an exchange, one panel per rank."""
     states = cluster.gather(before, after)
-    dtype = next((s[before][k]["dtype"] for s in states for k in s[before]
-                  if isinstance(s[before][k], dict)), None)
+    tensor = first_tensor([s[before] for s in states])
     return plots.plot_states(
-        "batch_isend_irecv", [_plain(s[before]) for s in states],
-        [_plain(s[after]) for s in states], backend=cluster.backend,
-        devices=[info.device for info in cluster.ranks], dtype=dtype, title=title)
+        "batch_isend_irecv", [plain_values(s[before]) for s in states],
+        [plain_values(s[after]) for s in states], backend=cluster.backend,
+        devices=[info.device for info in cluster.ranks],
+        dtype=tensor["dtype"] if tensor else None, title=title)

@@ -34,23 +34,24 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {"values", "dtype", "device"}
 
 
-def _values(value: Any) -> Any:
+def plain_values(value: Any) -> Any:
     """{"values", "dtype", "device"} → values, inside lists and dicts too."""
     if _is_tensor(value):
         return value["values"]
     if isinstance(value, dict):
-        return {k: _values(v) for k, v in value.items()}
+        return {k: plain_values(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_values(v) for v in value]
+        return [plain_values(v) for v in value]
     return value
 
 
-def _first_tensor(value: Any) -> dict | None:
+def first_tensor(value: Any) -> dict | None:
+    """The first {"values", "dtype", "device"} found in `value`, depth first."""
     if _is_tensor(value):
         return value
     items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
     for item in items:
-        found = _first_tensor(item)
+        found = first_tensor(item)
         if found is not None:
             return found
     return None
@@ -76,9 +77,9 @@ def record_from_states(cluster: Any, collective: str, params: dict | None,
                        states: list[dict]) -> dict:
     """A record from per-rank {"before": ..., "after": ...} dicts already gathered."""
     params = {k: _op_name(v) if k == "op" else v for k, v in (params or {}).items()}
-    tensor = _first_tensor([[s["before"], s["after"]] for s in states])
+    tensor = first_tensor([[s["before"], s["after"]] for s in states])
     ranks = [{"rank": info.rank, "device": info.device,
-              "before": _values(state["before"]), "after": _values(state["after"])}
+              "before": plain_values(state["before"]), "after": plain_values(state["after"])}
              for info, state in zip(cluster.ranks, states)]
     return {"collective": collective, "backend": cluster.backend,
             "world_size": cluster.world_size,

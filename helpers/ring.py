@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from helpers.results import plain_values
+
 PHASES = ("reduce-scatter", "all-gather")
 SHORT = {"start": "start", "reduce-scatter": "RS", "all-gather": "AG"}
 
@@ -144,16 +146,10 @@ def ring_model(data: Any) -> RingTrace:
 
 # ------------------------------------------------------------ measured states
 
-def _values(value: Any) -> Any:
-    if isinstance(value, dict) and "values" in value:
-        return value["values"]
-    return value
-
-
 def gathered_states(cluster: Any, name: str = "states") -> np.ndarray:
     """(steps, rank, elements): the list `name` of tensors every rank kept, one per step."""
     per_rank = cluster.gather(name)
-    arrays = [np.array([_values(t) for t in r[name]], dtype=np.float64) for r in per_rank]
+    arrays = [np.array([plain_values(t) for t in r[name]], dtype=np.float64) for r in per_rank]
     lengths = {a.shape for a in arrays}
     if len(lengths) != 1:
         raise ValueError(f"the ranks kept different numbers of states: "

@@ -16,8 +16,8 @@ did not all end the same way. This module turns what the ranks stored into
              call had already changed when it raised)
   split      the ranks did not all end the same way (some may have waited for the timeout)
 
-`op_table` in helpers.probe does the same for one collective's ops; this module covers
-several collectives, dtypes without ops, send/recv, and the disagreement case.
+For one collective's ops (notebook 05), `probe_records` reads a probe stored under
+"OP/dtype" keys and `op_table` draws it as one row per op, one column per dtype.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import html
 from typing import Any, Iterable, Mapping, Sequence
 
 from helpers import models
-from helpers.probe import first_line
+from helpers.display import RankTable
 from helpers.results import record_from_states, save_results
 
 REDUCING = ("reduce", "all_reduce", "reduce_scatter", "reduce_scatter_single")
@@ -39,6 +39,12 @@ STYLES = {"ok": "background:#e3f4e1;color:#14532d",
           "unchecked": "background:#fef6d8;color:#854d0e",
           "refused": "background:#f1f1f1;color:#555555",
           "split": "background:#ffedd5;color:#9a3412;font-weight:bold"}
+
+
+def first_line(error: str, limit: int = 90) -> str:
+    """The first line of an error message, cut to `limit` characters."""
+    line = (str(error).splitlines() or [""])[0]
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def case_params(collective: str, op: str | None) -> dict:
@@ -88,6 +94,42 @@ def classify(cluster: Any, key: tuple, outcomes: Sequence[Mapping[str, Any]]
     if note:
         case["note"] = note
     return case, record
+
+
+def probe_records(cluster: Any, collective: str, name: str = "probe"
+                  ) -> tuple[list[dict], dict[str, str]]:
+    """One collective's probe, stored by every rank under "OP/dtype" in `name`:
+    records of the calls the backend accepted, and {"OP/dtype": error} for the rest."""
+    per_rank = [state[name] for state in cluster.gather(name)]
+    records, refused = [], {}
+    for key in per_rank[0]:
+        op, dtype = key.split("/")
+        case, record = classify(cluster, (collective, dtype, op), [p[key] for p in per_rank])
+        if record is None:
+            refused[key] = case["error"]
+        else:
+            records.append(record)
+    return records, refused
+
+
+def op_table(records: list[dict], refused: dict[str, str]) -> RankTable:
+    """One row per op, one column per dtype: '✓ [rank 0's result]', '✗ (model disagrees)'
+    or the error."""
+    cells: dict[str, dict[str, str]] = {}
+    dtypes: list[str] = []
+    for record in records:
+        op, dtype = record["params"]["op"], record["dtype"]
+        ok = all(models.check(record))
+        result = record["ranks"][0]["after"]
+        shown = result.get("tensor", result.get("output"))
+        cells.setdefault(op, {})[dtype] = f"{'✓' if ok else '✗ (model disagrees)'} {shown}"
+        dtypes.append(dtype)
+    for key, error in refused.items():
+        op, dtype = key.split("/")
+        cells.setdefault(op, {})[dtype] = f"refused: {first_line(error, 100)}"
+        dtypes.append(dtype)
+    columns = ["op", *dict.fromkeys(dtypes)]
+    return RankTable([{"op": op, **row} for op, row in cells.items()], columns)
 
 
 def build_matrix(cluster: Any, per_rank: Sequence[Mapping[tuple, Mapping[str, Any]]],
