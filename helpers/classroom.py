@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import shutil
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def student_stub(solution: nbformat.NotebookNode) -> str:
 
 def student_copy(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The notebook with solution cells replaced by exercise cells, outputs cleared."""
-    nb = nbformat.from_dict(nbformat.v4.upgrade(nb) if nb.nbformat < 4 else nb)
+    nb = copy.deepcopy(nb)  # the master stays as it was
     cells = []
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])

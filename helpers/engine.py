@@ -22,8 +22,8 @@ def _user_namespace() -> dict:
     from IPython import get_ipython
 
     shell = get_ipython()
-    if shell is None:  # called outside an engine (unit tests)
-        return globals().setdefault("_test_namespace", {})
+    if shell is None:
+        raise RuntimeError("helpers.engine runs on ipyparallel engines (IPython kernels)")
     return shell.user_ns
 
 
