@@ -15,18 +15,20 @@ PYTHON := $(ENV_DIR)/bin/python
 INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install html slides student test test-quick lab gpu-check images bench clean
+.PHONY: help install install-mpi html slides student test test-quick lab gpu-check images bench clean
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
+	@echo "                 (WARM=1: start the engines once for the whole series)"
 	@echo "make slides      reveal.js slides of the executed notebooks (after make html)"
 	@echo "make student     student copies without exercise solutions, in build/student"
+	@echo "make install-mpi mpi4py, for TUTORIAL_LAUNCHER=mpi (Open MPI from your OS)"
 	@echo "make test        the whole test suite (real kernels and engines, gloo on CPU)"
 	@echo "make test-quick  the suite without the slow notebook executions"
 	@echo "make lab         JupyterLab with the project's kernel"
 	@echo "make gpu-check   the NCCL path, on a machine with GPUs"
 	@echo "make images      redraw images/ from the NumPy models"
-	@echo "make bench       start-up of the start cell against torchrun (ratios)"
+	@echo "make bench       notebook path against torchrun: busbw, latency, start (ratios)"
 	@echo "(environment: $(ENV_DIR))"
 
 $(ENV_DIR)/bin/python:
@@ -38,8 +40,13 @@ $(INSTALLED): requirements.txt pyproject.toml | $(ENV_DIR)/bin/python
 
 install: $(INSTALLED)
 
+# The mpi launcher (TUTORIAL_LAUNCHER=mpi) needs Open MPI (apt-get install openmpi-bin
+# libopenmpi-dev) and mpi4py in the environment.
+install-mpi: $(INSTALLED)
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check mpi4py==4.1.2
+
 html: $(INSTALLED)
-	$(PYTHON) -m helpers.build
+	$(PYTHON) -m helpers.build $(if $(WARM),--warm)
 
 slides: html
 	$(PYTHON) -m helpers.classroom slides
@@ -65,7 +72,7 @@ images: $(INSTALLED)
 	$(PYTHON) -c 'import sys; from helpers.diagrams import main; sys.exit(main())'
 
 bench: $(INSTALLED)
-	$(PYTHON) benchmarks/start_vs_torchrun.py
+	$(PYTHON) benchmarks/notebook_vs_torchrun.py --repeats 3
 
 clean:
 	rm -rf build

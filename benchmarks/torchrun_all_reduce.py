@@ -1,4 +1,4 @@
-"""The baseline: what torchrun does for one gloo all_reduce (run by start_vs_torchrun.py)."""
+"""The baseline: what torchrun does for one gloo all_reduce (run by notebook_vs_torchrun.py)."""
 import os
 
 import torch

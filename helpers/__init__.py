@@ -1,11 +1,23 @@
-"""Plumbing for the nccl-notebooks series: the taught code stays in the notebooks."""
-from helpers.cluster import ClusterConfigError, TutorialCluster, start_cluster
-from helpers.diagrams import load_diagram, show_diagram
-from helpers.display import plot_barrier, rank_table
-from helpers.models import check_prediction, report
-from helpers.plots import plot_record
-from helpers.results import make_record, record_from_states, save_results
+"""Plumbing for the nccl-notebooks series: the taught code stays in the notebooks.
 
-__all__ = ["ClusterConfigError", "TutorialCluster", "start_cluster", "load_diagram",
-           "show_diagram", "rank_table", "plot_barrier", "check_prediction", "report", "plot_record",
-           "make_record", "record_from_states", "save_results"]
+The names below are imported on first use, so `python -m helpers.bench` on every rank
+and the code shipped to engines do not pay for matplotlib and ipyparallel.
+"""
+from importlib import import_module
+
+_WHERE = {
+    "ClusterConfigError": "helpers.config", "TutorialCluster": "helpers.cluster",
+    "start_cluster": "helpers.cluster", "load_diagram": "helpers.diagrams",
+    "show_diagram": "helpers.diagrams", "rank_table": "helpers.display",
+    "plot_barrier": "helpers.display", "check_prediction": "helpers.models",
+    "report": "helpers.models", "plot_record": "helpers.plots",
+    "make_record": "helpers.results", "record_from_states": "helpers.results",
+    "save_results": "helpers.results",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'helpers' has no attribute {name!r}")

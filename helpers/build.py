@@ -15,7 +15,6 @@ import html
 import os
 import re
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +29,8 @@ BUILD_DIR = build_dir()
 HTML_DIR = BUILD_DIR / "html"
 EXECUTED_DIR = BUILD_DIR / "executed"
 STAMP_DIR = BUILD_DIR / ".stamps"
-SETTINGS = ("TUTORIAL_RANKS", "TUTORIAL_BACKEND", "TUTORIAL_TIMEOUT", "TUTORIAL_OFFLINE")
+SETTINGS = ("TUTORIAL_RANKS", "TUTORIAL_BACKEND", "TUTORIAL_TIMEOUT", "TUTORIAL_OFFLINE",
+            "TUTORIAL_DEBUG", "TUTORIAL_LAUNCHER")
 
 
 def fingerprint(notebook: Path) -> str:
@@ -49,14 +49,9 @@ def fingerprint(notebook: Path) -> str:
 
 def execute(notebook: Path, timeout_s: int) -> nbformat.NotebookNode:
     """Run the notebook with a real kernel; return the executed notebook."""
-    import papermill
+    from helpers.execute import run_notebook
 
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / notebook.name
-        papermill.execute_notebook(str(notebook), str(out), cwd=str(notebook.parent),
-                                   progress_bar=False, execution_timeout=timeout_s,
-                                   kernel_name="python3")
-        return nbformat.read(out, as_version=4)
+    return run_notebook(notebook, cell_timeout_s=timeout_s)
 
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -220,9 +215,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="notebooks to build (default: all in notebooks/)")
     parser.add_argument("--force", action="store_true", help="execute even if up to date")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    parser.add_argument("--warm", action="store_true",
+                        help="start engines once for the whole series (TUTORIAL_WARM_START)")
     args = parser.parse_args(argv)
     notebooks = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb"))
-    return build(notebooks, args.timeout, args.force)
+    if not args.warm:
+        return build(notebooks, args.timeout, args.force)
+    from helpers.warm import stop_warm_clusters
+
+    os.environ["TUTORIAL_WARM_START"] = "1"  # the notebooks' kernels inherit it
+    try:
+        return build(notebooks, args.timeout, args.force)
+    finally:
+        stop_warm_clusters()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@
     ...
     cluster.gather("before", "after")  # values from every rank, in rank order
     cluster.stop()
+
+Settings and their environment variables: helpers/config.py. Launchers (local,
+mpi, slurm): helpers/launchers.py. Warm start: helpers/warm.py.
 """
 from __future__ import annotations
 
@@ -14,25 +17,22 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import ipyparallel as ipp
-import psutil
 
-from helpers import engine
+from helpers import engine, launchers
+from helpers import warm as warm_start
+from helpers.config import (ClusterConfigError, resolve_config, resolve_debug,  # noqa: F401
+                            resolve_timeout, visible_gpu_count)  # re-exported
+from helpers.diagnose import show_with_diagnosis
+from helpers.processes import (OWNER_VARIABLE, cluster_processes, end_orphans,  # noqa: F401
+                               end_processes)
 
-BACKENDS = ("auto", "nccl", "gloo")
-DEFAULT_CPU_RANKS = 4
-DEFAULT_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 120.0
 
 _current: "TutorialCluster | None" = None  # the cluster this kernel started last
-
-
-class ClusterConfigError(ValueError):
-    """The requested ranks/backend cannot run on this machine."""
 
 
 @dataclass(frozen=True)
@@ -45,106 +45,32 @@ class RankInfo:
     gpu: str | None = None
 
 
-def visible_gpu_count() -> int:
-    """GPUs torch can see from this process (0 without CUDA)."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def resolve_config(n_ranks: int | None = None, backend: str | None = None,
-                   gpu_count: int | None = None) -> tuple[int, str]:
-    """Decide (world size, backend) from arguments, then environment, then hardware.
-
-    Arguments win over TUTORIAL_RANKS / TUTORIAL_BACKEND. `auto` means NCCL when
-    every rank gets a GPU of its own, gloo on CPU otherwise.
-    """
-    gpus = visible_gpu_count() if gpu_count is None else gpu_count
-    backend = (backend or os.environ.get("TUTORIAL_BACKEND") or "auto").strip().lower()
-    if backend not in BACKENDS:
-        raise ClusterConfigError(
-            f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    if n_ranks is None and os.environ.get("TUTORIAL_RANKS", "").strip():
-        raw = os.environ["TUTORIAL_RANKS"].strip()
-        if not raw.isdigit():
-            raise ClusterConfigError(f"TUTORIAL_RANKS must be a whole number, not {raw!r}")
-        n_ranks = int(raw)
-    if n_ranks is None:
-        if backend == "nccl" or (backend == "auto" and gpus >= 2):
-            n_ranks = gpus
-        else:
-            n_ranks = DEFAULT_CPU_RANKS
-    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 1:
-        raise ClusterConfigError(f"n_ranks must be a positive whole number, not {n_ranks!r}")
-    if backend == "auto":
-        backend = "nccl" if gpus >= n_ranks else "gloo"
-    if backend == "nccl" and gpus < n_ranks:
-        raise ClusterConfigError(
-            f"backend 'nccl' needs one GPU per rank: {n_ranks} rank(s) were asked for "
-            f"but this machine has {gpus} GPU(s). Ask for at most {gpus} rank(s) "
-            "(n_ranks=... or TUTORIAL_RANKS), or use backend='gloo' "
-            "(TUTORIAL_BACKEND=gloo) to run the ranks on the CPU."
-            if gpus else
-            f"backend 'nccl' needs one GPU per rank: {n_ranks} rank(s) were asked for "
-            "but this machine has no GPU. Use backend='gloo' (TUTORIAL_BACKEND=gloo) "
-            "to run the ranks on the CPU.")
-    return n_ranks, backend
-
-
-def cluster_processes(cluster_id: str) -> list[psutil.Process]:
-    """Every live process started for the ipyparallel cluster `cluster_id`."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid != os.getpid() and proc.environ().get("IPP_CLUSTER_ID") == cluster_id:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def _running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def end_processes(procs: list[psutil.Process], grace_s: float = 3.0) -> None:
-    """SIGTERM, wait up to `grace_s`, then SIGKILL whatever is left.
-
-    A zombie counts as ended: its parent (ipyparallel's launcher) reaps it later.
-    """
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    deadline = time.monotonic() + grace_s
-    alive = [p for p in procs if _running(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = [p for p in alive if _running(p)]
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
-
-
 class TutorialCluster:
     """A running set of engines, one per rank, joined in one process group."""
 
     def __init__(self, ipp_cluster: ipp.Cluster, client: ipp.Client, backend: str,
-                 ranks: list[RankInfo], timeout_s: float, reaper: subprocess.Popen):
+                 ranks: list[RankInfo], timeout_s: float, owner: subprocess.Popen,
+                 launcher: str = "local", debug: str = "off",
+                 lease: warm_start.Lease | None = None, reused: bool = False):
         self._ipp_cluster = ipp_cluster
         self.client = client
         self.backend = backend
         self.ranks = ranks
         self.timeout_s = timeout_s
-        self._reaper = reaper
+        self.launcher = launcher
+        self.debug = debug
+        self._owner = owner      # the reaper (cold) or the keeper (warm)
+        self._lease = lease      # held while this notebook uses a warm cluster
+        self.reused = reused     # True: a warm cluster's engines, not new ones
         self.stopped = False
 
     @property
     def world_size(self) -> int:
         return len(self.ranks)
+
+    @property
+    def warm(self) -> bool:
+        return self._lease is not None
 
     @property
     def cluster_id(self) -> str:
@@ -171,8 +97,10 @@ class TutorialCluster:
         self.client.direct_view(self.engine_ids).push(values, block=True)
 
     def summary(self) -> str:
+        how = "warm start: engines reused, group re-created" if self.reused else (
+            "warm start: engines kept for the next notebook" if self.warm else self.launcher)
         lines = [f"{self.world_size} rank(s) · backend {self.backend} · "
-                 f"collective timeout {self.timeout_s:g} s",
+                 f"collective timeout {self.timeout_s:g} s · checks {self.debug} · {how}",
                  f"{'rank':>4}  {'device':<8} {'host':<16} {'pid':>7}  engine"]
         for r in self.ranks:
             device = f"{r.device} ({r.gpu})" if r.gpu else r.device
@@ -185,13 +113,19 @@ class TutorialCluster:
                 f"backend {self.backend}, id {self.cluster_id}>")
 
     def stop(self) -> None:
-        """Destroy the process groups, then stop every engine quietly. Idempotent."""
+        """Destroy the process groups, then stop every engine quietly. Idempotent.
+
+        A warm cluster keeps its engines (emptied) for the next notebook instead.
+        """
         global _current
         if self.stopped:
             return
         self.stopped = True
         if _current is self:
             _current = None
+        if self.warm:
+            self._hand_back()
+            return
         with contextlib.suppress(Exception):
             self.client.direct_view(self.engine_ids).apply_async(
                 engine.leave_group).get(timeout=10)
@@ -203,8 +137,20 @@ class TutorialCluster:
         with _quiet(self._ipp_cluster), contextlib.suppress(Exception):
             self._ipp_cluster.stop_cluster_sync()  # its bookkeeping: the cluster file
         with contextlib.suppress(Exception):
-            self._reaper.terminate()
-            self._reaper.wait(timeout=5)
+            self._owner.terminate()
+            self._owner.wait(timeout=5)
+
+    def _hand_back(self) -> None:
+        """Warm: leave the group, empty every namespace, let the next notebook in."""
+        try:
+            self.client.direct_view(self.engine_ids).apply_async(
+                engine.fresh_start).get(timeout=10)
+        except Exception:
+            warm_start.discard(self.cluster_id)  # not clean: nobody may reuse it
+        finally:
+            with contextlib.suppress(Exception):
+                self.client.close()
+            self._lease.release()
 
     def __enter__(self) -> "TutorialCluster":
         return self
@@ -230,6 +176,22 @@ def _quiet(ipp_cluster: ipp.Cluster):
         ipp_cluster.log.setLevel(previous)
 
 
+@contextlib.contextmanager
+def _owned_and_private(owner_pid: int):
+    """Processes started inside carry their owner's pid and create files 0600."""
+    previous_owner = os.environ.get(OWNER_VARIABLE)
+    os.environ[OWNER_VARIABLE] = str(owner_pid)
+    previous_umask = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous_umask)
+        if previous_owner is None:
+            os.environ.pop(OWNER_VARIABLE, None)
+        else:
+            os.environ[OWNER_VARIABLE] = previous_owner
+
+
 def _start_reaper(cluster_id: str) -> subprocess.Popen:
     """A watchdog that ends the cluster's processes if this kernel dies abruptly."""
     return subprocess.Popen(
@@ -245,20 +207,6 @@ _IPP_LOG.addHandler(logging.NullHandler())
 _IPP_LOG.propagate = False
 
 
-def _timeout(timeout_s: float | None) -> float:
-    """The collective timeout: the argument, else TUTORIAL_TIMEOUT, else 60 s."""
-    if timeout_s is None:
-        raw = os.environ.get("TUTORIAL_TIMEOUT", "").strip()
-        try:
-            timeout_s = float(raw) if raw else DEFAULT_TIMEOUT_S
-        except ValueError:
-            raise ClusterConfigError(
-                f"TUTORIAL_TIMEOUT must be a number of seconds, not {raw!r}") from None
-    if not timeout_s > 0:
-        raise ClusterConfigError(f"the collective timeout must be positive, not {timeout_s!r}")
-    return float(timeout_s)
-
-
 def _shell():
     """The IPython shell this code runs in, or None in a plain Python process."""
     from IPython import get_ipython
@@ -267,62 +215,209 @@ def _shell():
 
 
 def start_cluster(n_ranks: int | None = None, backend: str | None = None,
-                  timeout_s: float | None = None, quiet: bool = False) -> TutorialCluster:
+                  timeout_s: float | None = None, quiet: bool = False, *,
+                  launcher: str | None = None, debug: str | None = None,
+                  warm: bool | None = None, interface: str | None = None) -> TutorialCluster:
     """Start one engine per rank and join them in a torch.distributed process group.
 
     n_ranks / backend default to TUTORIAL_RANKS / TUTORIAL_BACKEND, then to the
     hardware (one rank per GPU with NCCL when there are 2+ GPUs, else 4 CPU ranks
     on gloo). timeout_s bounds every collective (TUTORIAL_TIMEOUT, default 60 s),
-    so a mismatched call raises instead of hanging. A cluster started earlier in
-    this kernel is stopped first.
+    so a mismatched call raises instead of hanging. debug="detail" (TUTORIAL_DEBUG;
+    default "off") checks every collective's arguments across ranks first.
+    launcher: "local", "mpi" or "slurm" (TUTORIAL_LAUNCHER); interface: the network
+    interface for multi-node runs (TUTORIAL_IFNAME). warm=True (TUTORIAL_WARM_START=1)
+    reuses the engines a previous notebook left. A cluster started earlier in this
+    kernel is stopped first; processes a dead kernel left behind are ended.
     """
     global _current
-    n_ranks, backend = resolve_config(n_ranks, backend)
-    timeout_s = _timeout(timeout_s)
+    try:
+        launcher = launchers.resolve_launcher(launcher)
+        if launcher == "mpi":
+            launchers.require_mpi()
+    except (ValueError, RuntimeError) as err:
+        raise ClusterConfigError(str(err)) from None
+    n_ranks, backend = resolve_config(n_ranks, backend, multi_node=launcher == "slurm")
+    timeout_s = resolve_timeout(timeout_s)
+    debug = resolve_debug(debug)
+    use_warm = warm_start.warm_requested(warm) and launcher == "local"
+    try:
+        plan = launchers.cluster_options(launcher, n_ranks, interface=interface)
+    except ValueError as err:
+        raise ClusterConfigError(str(err)) from None
     if _current is not None:
         _current.stop()
+    end_orphans()
 
-    ipp_cluster = ipp.Cluster(n=n_ranks, log=_IPP_LOG, controller_ip="127.0.0.1")
-    reaper = _start_reaper(ipp_cluster.cluster_id)
+    cluster = None
+    if use_warm:
+        cluster = _take_warm_cluster(n_ranks, backend, timeout_s, debug, plan)
+    if cluster is None:
+        cluster = _start_new_cluster(n_ranks, backend, timeout_s, debug, plan, use_warm)
+    _current = cluster
+    shell = _shell()
+    if shell is not None:
+        from ipyparallel.error import CompositeError, RemoteError
+
+        shell.set_custom_exc((CompositeError, RemoteError), show_with_diagnosis(lambda: _current))
+    if not quiet:
+        print(cluster.summary())
+    return cluster
+
+
+def _start_new_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
+                       plan: launchers.LaunchPlan, warm: bool) -> TutorialCluster:
+    lease = None
+    if warm:
+        cluster_id = warm_start.warm_cluster_id(n_ranks)
+        lease = warm_start.Lease(cluster_id)
+        if lease.acquire():
+            warm_start.discard(cluster_id)  # whatever an unusable warm cluster left
+        else:
+            lease, warm = None, False       # in use by another notebook: start cold
+    if warm:
+        owner = warm_start.start_keeper(cluster_id)
+        ipp_cluster = ipp.Cluster(log=_IPP_LOG, cluster_id=cluster_id,
+                                  shutdown_atexit=False, **plan.cluster_kwargs)
+    else:
+        ipp_cluster = ipp.Cluster(log=_IPP_LOG, **plan.cluster_kwargs)
+        owner = _start_reaper(ipp_cluster.cluster_id)
+    launchers.apply(plan, ipp_cluster)
     try:
         in_ipython = _shell() is not None
-        with _quiet(ipp_cluster):
+        # Who answers for the processes: the keeper of a warm cluster, else this kernel.
+        with _quiet(ipp_cluster), _owned_and_private(owner.pid if warm else os.getpid()):
             client = ipp_cluster.start_and_connect_sync(activate=in_ipython)
-        if in_ipython:
-            # Blocking %%px, output gathered per engine in engine order, no progress bar.
-            _shell().run_line_magic("pxconfig", "--no-stream --progress-after -1")
-        engine_ids = sorted(client.ids)[:n_ranks]  # rank = position in the id list
-        ranks = _join_process_group(client, engine_ids, backend, timeout_s)
+        _configure_px(client)
+        ranks = _join_process_group(client, backend, timeout_s, debug, plan, n_ranks)
     except BaseException:
         end_processes(cluster_processes(ipp_cluster.cluster_id))
         with _quiet(ipp_cluster), contextlib.suppress(Exception):
             ipp_cluster.stop_cluster_sync()
-        reaper.terminate()
+        owner.terminate()
+        if lease is not None:
+            lease.release()
         raise
-    _current = TutorialCluster(ipp_cluster, client, backend, ranks, timeout_s, reaper)
-    if not quiet:
-        print(_current.summary())
-    return _current
+    return TutorialCluster(ipp_cluster, client, backend, ranks, timeout_s, owner,
+                           launcher=plan.launcher, debug=debug, lease=lease)
 
 
-def _join_process_group(client: ipp.Client, engine_ids: list[int], backend: str,
-                        timeout_s: float) -> list[RankInfo]:
-    world_size = len(engine_ids)
-    port = client[engine_ids[0]].apply_async(
-        engine.open_store, world_size, timeout_s).get(timeout=START_TIMEOUT_S)
+def _take_warm_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
+                       plan: launchers.LaunchPlan) -> TutorialCluster | None:
+    """Reuse the warm cluster of this shape if it is free and healthy; else None."""
+    cluster_id = warm_start.warm_cluster_id(n_ranks)
+    if not (warm_start.security_dir() / f"cluster-{cluster_id}.json").exists():
+        return None
+    lease = warm_start.Lease(cluster_id)
+    if not lease.acquire():
+        return None
+    try:
+        ipp_cluster = ipp.Cluster.from_file(cluster_id=cluster_id, log=_IPP_LOG)
+        with _quiet(ipp_cluster):
+            client = ipp_cluster.connect_client_sync()
+            client.wait_for_engines(n_ranks, timeout=10)
+        if len(client.ids) != n_ranks:
+            raise RuntimeError(f"{len(client.ids)} engines instead of {n_ranks}")
+        client[sorted(client.ids)].apply_async(engine.fresh_start).get(timeout=10)
+        if _shell() is not None:
+            view = client[:]
+            view.block = True  # as start_and_connect_sync(activate=True) makes it
+            view.activate()
+        _configure_px(client)
+        ranks = _join_process_group(client, backend, timeout_s, debug, plan, n_ranks)
+    except Exception:
+        warm_start.discard(cluster_id)   # broken or half-gone: a new one takes its place
+        lease.release()
+        return None
+    keeper = _Keeper()
+    return TutorialCluster(ipp_cluster, client, backend, ranks, timeout_s, keeper,
+                           launcher="local", debug=debug, lease=lease, reused=True)
+
+
+class _Keeper:
+    """Stands for the keeper process of a warm cluster another kernel started."""
+    pid = -1
+
+    def terminate(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+
+def _configure_px(client: ipp.Client) -> None:
+    if _shell() is not None:
+        # Blocking %%px, output gathered per engine in engine order, no progress bar.
+        _shell().run_line_magic("pxconfig", "--no-stream --progress-after -1")
+
+
+def _rank_order(client: ipp.Client, plan: launchers.LaunchPlan,
+                n_ranks: int) -> list[tuple[int, int, int]]:
+    """(engine id, rank, local rank) for each rank, in rank order.
+
+    Local launcher: rank = position in the sorted engine ids. MPI and Slurm: the
+    rank each engine's environment gives (OMPI_COMM_WORLD_RANK, SLURM_PROCID, ...).
+    """
+    engine_ids = sorted(client.ids)[:n_ranks]
+    if plan.launcher == "local":
+        return [(eid, rank, rank) for rank, eid in enumerate(engine_ids)]
+    found = client[engine_ids].apply_async(
+        launchers.rank_from_environment).get(timeout=START_TIMEOUT_S)
+    if any(f is None for f in found):
+        raise RuntimeError(f"launcher {plan.launcher!r}: an engine has no MPI/Slurm rank")
+    order = sorted(zip(engine_ids, found), key=lambda pair: pair[1][0])
+    return [(eid, rank, local) for eid, (rank, local, _size) in order]
+
+
+def _join_process_group(client: ipp.Client, backend: str, timeout_s: float, debug: str,
+                        plan: launchers.LaunchPlan, n_ranks: int) -> list[RankInfo]:
+    """Every engine joins; with a short timeout on a busy machine, one retry.
+
+    The timeout bounds the ranks' meeting at init as well as every collective: a few
+    seconds (good for debugging) can be too short for a loaded machine to connect.
+    """
+    order = _rank_order(client, plan, n_ranks)
+    attempts = 2 if timeout_s < 30 else 1
+    for attempt in range(1, attempts + 1):
+        try:
+            return _join_once(client, order, backend, timeout_s, debug, plan)
+        except ipp.error.RemoteError as err:  # e.g. DistStoreError: wait timeout
+            if attempt == attempts:
+                raise RuntimeError(
+                    f"the ranks did not all join the {backend} process group within the "
+                    f"{timeout_s:g} s timeout ({err.ename}: {err.evalue}); on a busy machine "
+                    "use a longer timeout (timeout_s=... or TUTORIAL_TIMEOUT)") from None
+            ids = [eid for eid, _, _ in order]
+            client[ids].apply_async(engine.leave_group).get(timeout=START_TIMEOUT_S)
+    raise AssertionError("unreachable")
+
+
+def _join_once(client: ipp.Client, order: list[tuple[int, int, int]], backend: str,
+               timeout_s: float, debug: str, plan: launchers.LaunchPlan) -> list[RankInfo]:
+    world_size = len(order)
+    master = order[0][0]
+    host = plan.rendezvous_host
+    if plan.launcher == "slurm":  # rank 0's node is the rendezvous
+        host = client[master].apply_sync(launchers.interface_address, plan.interface)
+    port = client[master].apply_async(
+        engine.open_store, world_size, timeout_s, host).get(timeout=START_TIMEOUT_S)
     pending = [
         client[eid].apply_async(engine.join_group, rank, world_size, backend, port,
-                                timeout_s, rank)  # one host: local rank = rank
-        for rank, eid in enumerate(engine_ids)
+                                timeout_s, local_rank, host, plan.interface, debug)
+        for eid, rank, local_rank in order
     ]
-    ranks = []
-    for eid, result in zip(engine_ids, pending):
+    ranks, first_error = [], None
+    for (eid, _rank, _local), result in zip(order, pending):
         try:
             info = result.get(timeout=START_TIMEOUT_S)
         except ipp.error.TimeoutError:
             raise TimeoutError(
                 f"engine {eid} did not join the {backend} process group within "
                 f"{START_TIMEOUT_S:g} s") from None
+        except ipp.error.RemoteError as err:
+            first_error = first_error or err   # wait for the others before raising
+            continue
         ranks.append(RankInfo(rank=info["rank"], engine_id=eid, device=info["device"],
                               host=info["host"], pid=info["pid"], gpu=info["gpu"]))
+    if first_error is not None:
+        raise first_error
     return ranks

@@ -27,8 +27,8 @@ def _user_namespace() -> dict:
     return shell.user_ns
 
 
-def open_store(world_size: int, timeout_s: float) -> int:
-    """On rank 0: start the rendezvous store on a loopback-only socket; return its port.
+def open_store(world_size: int, timeout_s: float, host: str = "127.0.0.1") -> int:
+    """On rank 0: start the rendezvous store on a socket bound to `host`; return its port.
 
     Binding the socket ourselves keeps the store off other interfaces (a TCPStore
     given 127.0.0.1 still binds every interface) and port 0 avoids port races.
@@ -36,11 +36,11 @@ def open_store(world_size: int, timeout_s: float) -> int:
     global _master_store
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     sock.listen(128)
     port = sock.getsockname()[1]
     _master_store = dist.TCPStore(
-        "127.0.0.1", port, world_size, True,
+        host, port, world_size, True,
         timeout=timedelta(seconds=timeout_s),
         wait_for_workers=False,
         master_listen_fd=sock.detach(),  # detach: the store now owns the fd
@@ -48,10 +48,21 @@ def open_store(world_size: int, timeout_s: float) -> int:
     return port
 
 
-def join_group(rank: int, world_size: int, backend: str, port: int,
-               timeout_s: float, local_rank: int) -> dict:
-    """Join the default process group as `rank`; publish the tutorial names."""
-    os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # gloo pairs listen on loopback only
+def join_group(rank: int, world_size: int, backend: str, port: int, timeout_s: float,
+               local_rank: int, host: str = "127.0.0.1", interface: str = "lo",
+               debug: str = "off") -> dict:
+    """Join the default process group as `rank`; publish the tutorial names.
+
+    debug="detail" wraps the group in torch's checks (TORCH_DISTRIBUTED_DEBUG=DETAIL):
+    every collective first meets the other ranks in a monitored barrier and
+    compares shapes and dtypes, so a mismatch is an error naming the ranks.
+    """
+    os.environ["GLOO_SOCKET_IFNAME"] = interface  # gloo pairs listen on this interface only
+    if interface != "lo":
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", interface)
+    level = "DETAIL" if debug == "detail" else "OFF"
+    os.environ["TORCH_DISTRIBUTED_DEBUG"] = level
+    dist.set_debug_level(getattr(dist.DebugLevel, level))
     if backend == "nccl":
         # Raise on timeout instead of letting the watchdog abort the engine.
         os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
@@ -63,7 +74,7 @@ def join_group(rank: int, world_size: int, backend: str, port: int,
     if rank == 0:
         store = _master_store
     else:
-        store = dist.TCPStore("127.0.0.1", port, world_size, False, timeout=timeout)
+        store = dist.TCPStore(host, port, world_size, False, timeout=timeout)
     dist.init_process_group(
         backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
         # Binding the device at init makes NCCL create its communicator now.
@@ -81,13 +92,22 @@ def join_group(rank: int, world_size: int, backend: str, port: int,
 
 
 def leave_group() -> bool:
-    """Destroy the process group (if any) and drop the store. Idempotent."""
+    """Destroy every process group (if any) and drop the store. Idempotent."""
     global _master_store
     was_initialized = dist.is_initialized()
     if was_initialized:
         dist.destroy_process_group()
     _master_store = None
     return was_initialized
+
+
+def fresh_start() -> int:
+    """Before an engine serves a new notebook: no group, an empty namespace; return pid."""
+    leave_group()
+    from IPython import get_ipython
+
+    get_ipython().reset(new_session=False)
+    return os.getpid()
 
 
 def snapshot(**arguments: Any) -> dict:

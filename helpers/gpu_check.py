@@ -3,6 +3,7 @@
 1. executes notebook 00 with NCCL on as many ranks as there are GPUs;
 2. runs one all_reduce on cuda tensors and checks the result;
 3. checks that asking for one rank more than there are GPUs is refused clearly;
+4. runs the bandwidth command (`torchrun ... -m helpers.bench`) on NCCL;
 and prints what ran. Exits 2 without GPUs, 1 when a check fails.
 """
 from __future__ import annotations
@@ -62,6 +63,23 @@ def check_refusal(n_gpus: int) -> None:
     raise AssertionError("asking for more NCCL ranks than GPUs was not refused")
 
 
+def check_bench(n_gpus: int) -> None:
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+         f"--nproc_per_node={n_gpus}", "-m", "helpers.bench", "--json",
+         "--collectives", "all_reduce,all_gather", "--min-bytes", "1K", "--max-bytes", "1M"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(done.stdout)
+    assert rows and all(r["backend"] == "nccl" and r["busbw"] >= 0 for r in rows), rows[:2]
+    peak = max(rows, key=lambda r: r["busbw"])
+    print(f"✓ helpers.bench on NCCL: {len(rows)} rows, peak busbw {peak['busbw']:.2f} GB/s "
+          f"({peak['collective']}, {peak['bytes']} B)")
+
+
 def main() -> int:
     os.environ.setdefault("TUTORIAL_OFFLINE", "1")
     n_gpus = visible_gpu_count()
@@ -77,6 +95,7 @@ def main() -> int:
         check_refusal(n_gpus)
         check_all_reduce(n_gpus)
         check_notebook00(n_gpus)
+        check_bench(n_gpus)
     except AssertionError as err:
         print(f"✗ {err}", file=sys.stderr)
         return 1

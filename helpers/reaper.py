@@ -13,7 +13,7 @@ import time
 
 import psutil
 
-from helpers.cluster import cluster_processes, end_processes
+from helpers.processes import cluster_processes, end_processes, forget_cluster_files
 
 POLL_S = 0.5
 
@@ -38,6 +38,7 @@ def watch(kernel_pid: int, cluster_id: str) -> None:
     for _ in range(2):
         end_processes(cluster_processes(cluster_id))
         time.sleep(1.0)
+    forget_cluster_files(cluster_id)  # or `ipcluster list` shows it as a stopped cluster
 
 
 if __name__ == "__main__":

@@ -4,14 +4,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
-import papermill
 
 
-def execute(notebook: Path, out_dir: Path, timeout_s: int = 600, **parameters) -> nbformat.NotebookNode:
+def execute(notebook: Path, out_dir: Path, cell_timeout_s: int = 600,
+            **parameters) -> nbformat.NotebookNode:
+    """Run `notebook` with papermill, `parameters` injected; return the executed copy."""
+    from helpers.execute import run_notebook
+
     out = out_dir / f"{notebook.stem}-{'-'.join(f'{k}{v}' for k, v in parameters.items()) or 'default'}.ipynb"
-    papermill.execute_notebook(
-        str(notebook), str(out), parameters=parameters, cwd=str(notebook.parent),
-        progress_bar=False, execution_timeout=timeout_s, kernel_name="python3")
+    run_notebook(notebook, out, parameters, cell_timeout_s=cell_timeout_s)
     return nbformat.read(out, as_version=4)
 
 

@@ -21,9 +21,10 @@ import browser
 from conftest import NOTEBOOKS, REPO
 from notebook_runner import run_bounded
 
-BUILT = ["00_ranks_and_world", "01_scatter", "05_all_reduce"]
-PAGES_WITH_PLOTS = {"01_scatter", "05_all_reduce"}
-BUILD_TIMEOUT_S = 1200      # three notebooks, ~20 s each on an idle 2-core machine
+# 11: a progress bar and plots; 13: tracebacks raised on purpose, shown as a page.
+BUILT = ["00_ranks_and_world", "01_scatter", "05_all_reduce", "11_bandwidth", "13_debugging"]
+PAGES_WITH_PLOTS = {"01_scatter", "05_all_reduce", "11_bandwidth"}
+BUILD_TIMEOUT_S = 1200      # five notebooks, ~20-70 s each on an idle 2-core machine
 PAGE_TIMEOUT_MS = 60_000
 
 pytestmark = pytest.mark.notebook
@@ -154,3 +155,10 @@ def test_page_shows_the_per_rank_checks(pages):
         for rank in range(4):
             assert re.search(rf"rank {rank} ✓", text), f"{stem}.html: no 'rank {rank} ✓' line"
         assert not re.search(r"rank \d+ ✗", text), f"{stem}.html: a rank failed its check"
+
+
+def test_debugging_page_shows_each_error_and_its_diagnosis(pages):
+    text = pages["13_debugging"]["text"]
+    assert "Detected mismatch between collectives" in text
+    assert text.count("What happened, by rank:") >= 6
+    assert "did not run this cell" in text and "its engine process died" in text

@@ -10,6 +10,7 @@ import time
 import psutil
 import pytest
 
+from child import wait_until
 from helpers import cluster as cl
 from helpers.cluster import ClusterConfigError, cluster_processes, resolve_config, start_cluster
 
@@ -26,15 +27,6 @@ def ipp_processes() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
-
-
-def wait_until(predicate, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.25)
-    return predicate()
 
 
 # --- configuration (no engines) -------------------------------------------------------

@@ -1,0 +1,164 @@
+"""nccl-tests' bandwidth definitions, in plain Python (no torch needed).
+
+For one collective call on n ranks that moves S bytes in t seconds
+(NVIDIA/nccl-tests doc/PERFORMANCE.md):
+
+    algbw = S / t                   in GB/s, GB = 1e9 bytes
+    busbw = algbw * bus_factor(n)   2(n-1)/n for all_reduce, (n-1)/n for the
+                                    split collectives, 1 for broadcast and reduce
+
+S is nccl-tests' size column: the tensor for all_reduce, broadcast and reduce; the
+whole output (n pieces) for all_gather and gather; the whole input (n pieces) for
+reduce_scatter, scatter and all_to_all. busbw is the number to compare with the
+hardware's link bandwidth: it does not depend on n for an optimal algorithm.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+COLLECTIVES = ("scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
+               "reduce_scatter", "all_to_all")
+# Collectives whose S is n pieces of one rank's count: S is rounded down to n * typesize.
+SPLIT = ("scatter", "gather", "all_gather", "reduce_scatter", "all_to_all")
+ROOTED = ("scatter", "gather", "broadcast", "reduce")
+REDUCING = ("reduce", "all_reduce", "reduce_scatter")
+
+DTYPE_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8,
+               "int8": 1, "uint8": 1, "int32": 4, "int64": 8}
+# nccl-tests' names for the type column.
+NCCL_TYPE_NAMES = {"float32": "float", "float16": "half", "bfloat16": "bfloat16",
+                   "float64": "double", "int8": "int8", "uint8": "uint8",
+                   "int32": "int32", "int64": "int64"}
+MiB = 1 << 20
+GB = 1e9
+
+
+def check_collective(collective: str) -> str:
+    """`collective` if it is one of COLLECTIVES, else ValueError listing them."""
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r}; valid: {', '.join(COLLECTIVES)}")
+    return collective
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def bus_factor(collective: str, n: int) -> float:
+    """busbw / algbw for `collective` on n ranks (nccl-tests' table)."""
+    check_collective(collective)
+    n = _positive_int("world_size", n)
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective in ("broadcast", "reduce"):
+        return 1.0
+    return (n - 1) / n
+
+
+def algbw(collective: str, size_bytes: int, time_s: float) -> float:
+    """Algorithm bandwidth S / t in GB/s; `size_bytes` is S as nccl-tests counts it."""
+    check_collective(collective)
+    if not time_s > 0:
+        raise ValueError(f"time_s must be > 0, got {time_s!r}")
+    return size_bytes / time_s / GB
+
+
+def busbw(collective: str, size_bytes: int, time_s: float, world_size: int) -> float:
+    """Bus bandwidth in GB/s: algbw times bus_factor(collective, world_size)."""
+    return algbw(collective, size_bytes, time_s) * bus_factor(collective, world_size)
+
+
+def sweep_sizes(min_bytes: int = 8, max_bytes: int = 64 * MiB, factor: int = 2) -> list[int]:
+    """Sizes min_bytes, min_bytes*factor, ... up to max_bytes (as nccl-tests -b -e -f)."""
+    _positive_int("min_bytes", min_bytes)
+    _positive_int("max_bytes", max_bytes)
+    if min_bytes > max_bytes:
+        raise ValueError(f"min_bytes ({min_bytes}) must be <= max_bytes ({max_bytes})")
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
+        raise ValueError(f"factor must be an integer > 1, got {factor!r}")
+    sizes, size = [], min_bytes
+    while size <= max_bytes:
+        sizes.append(size)
+        size *= factor
+    return sizes
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Buffer sizes for one point: S in bytes, its element count, and one rank's piece.
+
+    `piece` is the count passed to the call and nccl-tests' count column: the whole
+    tensor for all_reduce/broadcast/reduce, one rank's share for the split collectives.
+    """
+
+    collective: str
+    world_size: int
+    dtype_size: int
+    bytes: int   # S, after rounding
+    total: int   # S / dtype_size
+    piece: int   # elements per rank (== total unless the collective splits)
+
+    @property
+    def split(self) -> bool:
+        return self.collective in SPLIT
+
+
+def plan(collective: str, size_bytes: int, world_size: int, dtype_size: int) -> Plan | None:
+    """Element counts for a requested size, or None when a rank's piece would be empty.
+
+    The split collectives round S down to a multiple of world_size * dtype_size, as
+    nccl-tests does; the others round it down to a multiple of dtype_size.
+    """
+    check_collective(collective)
+    _positive_int("world_size", world_size)
+    _positive_int("dtype_size", dtype_size)
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
+        raise ValueError(f"size_bytes must be a non-negative integer, got {size_bytes!r}")
+    ranks = world_size if collective in SPLIT else 1
+    piece = size_bytes // dtype_size // ranks
+    if piece == 0:
+        return None
+    total = piece * ranks
+    return Plan(collective, world_size, dtype_size, total * dtype_size, total, piece)
+
+
+# ------------------------------------------------------------------ the table
+
+def _time_str(time_us: float) -> str:
+    """nccl-tests' time column: fewer decimals as the number grows."""
+    if time_us >= 10000:
+        return f"{time_us:7.0f}"
+    if time_us >= 100:
+        return f"{time_us:7.1f}"
+    return f"{time_us:7.2f}"
+
+
+def table_row(row: Mapping[str, Any]) -> str:
+    """One result (a dict from helpers.bench.measure) as an nccl-tests line."""
+    dtype = NCCL_TYPE_NAMES.get(row["dtype"], row["dtype"])
+    op = row.get("op") or "none"
+    root = -1 if row.get("root") is None else row["root"]
+    return (f"{row['bytes']:12d}  {row['count']:12d}  {dtype:>8s}  {op:>6s}  {root:6d}"
+            f"  {_time_str(row['time_us'])}  {row['algbw']:6.2f}  {row['busbw']:6.2f}")
+
+
+def nccl_tests_table(rows: Sequence[Mapping[str, Any]], title: str | None = None) -> str:
+    """Results as nccl-tests prints them (out-of-place columns), with the average busbw."""
+    lines = [f"# {title}"] if title else []
+    lines += [
+        f"# {'':>10s}  {'':>12s}  {'':>8s}  {'':>6s}  {'':>6s}           out-of-place",
+        f"# {'size':>10s}  {'count':>12s}  {'type':>8s}  {'redop':>6s}  {'root':>6s}"
+        f"  {'time':>7s}  {'algbw':>6s}  {'busbw':>6s}",
+        f"# {'(B)':>10s}  {'(elements)':>12s}  {'':>8s}  {'':>6s}  {'':>6s}"
+        f"  {'(us)':>7s}  {'(GB/s)':>6s}  {'(GB/s)':>6s}",
+    ]
+    lines += [table_row(row) for row in rows]
+    if rows:
+        average = sum(row["busbw"] for row in rows) / len(rows)
+        lines.append(f"# Avg bus bandwidth    : {average:g} ")
+    else:
+        lines.append("# (no sizes: every rank's piece would have been empty)")
+    return "\n".join(lines)

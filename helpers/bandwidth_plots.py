@@ -1,0 +1,175 @@
+"""Figures, tables and self-checks for notebook 11 (bandwidth), from helpers.bench rows.
+
+A row is what `helpers.bench.measure` returns: collective, world_size, backend, dtype,
+op, root, bytes, count, time_us, algbw, busbw. Figures are created through pyplot and
+closed again, so a notebook shows the returned figure exactly once.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+from helpers.bandwidth import COLLECTIVES, nccl_tests_table
+
+Row = Mapping[str, Any]
+COLORS = dict(zip(COLLECTIVES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                "#8c564b", "#e377c2", "#17becf"]))
+MARKERS = dict(zip(COLLECTIVES, "o^sDv<>P"))
+SMALL_BYTES = 64 * 1024  # "small sizes" for the latency plot: up to 64 KiB
+
+
+def size_label(size_bytes: float) -> str:
+    """8 → '8 B', 4096 → '4 KiB', 67108864 → '64 MiB'."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size_bytes >= scale:
+            value = size_bytes / scale
+            return f"{value:g} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{size_bytes:g} B"
+
+
+def by_collective(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """Rows grouped per collective (series order), each group sorted by size."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(row["collective"], []).append(row)
+    order = [c for c in COLLECTIVES if c in groups] + [c for c in groups if c not in COLLECTIVES]
+    return {c: sorted(groups[c], key=lambda r: r["bytes"]) for c in order}
+
+
+def peak(rows: Sequence[Row]) -> Row:
+    """The row with the highest busbw."""
+    if not rows:
+        raise ValueError("no rows")
+    return max(rows, key=lambda r: r["busbw"])
+
+
+def _setup(ax: Any, ylabel: str) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("size S (bytes, nccl-tests' size column)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.35)
+    ax.grid(True, which="minor", alpha=0.12)
+
+
+def _size_ticks(ax: Any, sizes: Sequence[int]) -> None:
+    sizes = sorted(set(sizes))
+    step = max(1, math.ceil(len(sizes) / 10))
+    ticks = sizes[::step]
+    ax.set_xticks(ticks, [size_label(s) for s in ticks], rotation=30, ha="right")
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _title(rows: Sequence[Row], what: str) -> str:
+    first = rows[0]
+    return (f"{what} · {first['backend']} · world size {first['world_size']} · "
+            f"{first['dtype']}")
+
+
+def plot_busbw(rows: Sequence[Row], title: str | None = None) -> Figure:
+    """busbw against size, log-log, one line per collective; each peak marked, the best one
+    annotated. Points with busbw 0 (one rank: nothing crosses a link) are left out."""
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in rows if r["busbw"] > 0]
+    if not shown:
+        raise ValueError("no row with busbw > 0 to plot (one rank moves nothing)")
+    fig, ax = plt.subplots(figsize=(10, 5.6), dpi=100)
+    for collective, group in by_collective(shown).items():
+        color = COLORS.get(collective, "black")
+        ax.plot([r["bytes"] for r in group], [r["busbw"] for r in group], color=color,
+                marker=MARKERS.get(collective, "o"), markersize=3.5, linewidth=1.4,
+                label=collective)
+        top = peak(group)
+        ax.plot(top["bytes"], top["busbw"], marker="*", markersize=15, color=color,
+                markeredgecolor="black", markeredgewidth=0.6, linestyle="none")
+    best = peak(shown)
+    ax.annotate(f"peak: {best['collective']}\n{best['busbw']:.3g} GB/s at "
+                f"{size_label(best['bytes'])}", xy=(best["bytes"], best["busbw"]),
+                xytext=(0.97, 0.06), textcoords="axes fraction", ha="right", va="bottom",
+                arrowprops={"arrowstyle": "->", "color": "black"},
+                bbox={"boxstyle": "round", "fc": "white", "ec": "#999999"})
+    _setup(ax, "busbw (GB/s, GB = 10⁹ B)")
+    _size_ticks(ax, [r["bytes"] for r in shown])
+    ax.set_ylim(top=best["busbw"] * 3)
+    ax.set_title(title or _title(shown, "bus bandwidth (★: each collective's peak)"))
+    ax.legend(loc="upper left", ncol=2, fontsize=9, framealpha=0.9)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def plot_latency(rows: Sequence[Row], max_bytes: int = SMALL_BYTES,
+                 title: str | None = None) -> Figure:
+    """Time per call against size for sizes up to `max_bytes`: the fixed cost of a call."""
+    import matplotlib.pyplot as plt
+
+    small = [r for r in rows if r["bytes"] <= max_bytes] or list(rows)
+    if not small:
+        raise ValueError("no rows to plot")
+    fig, ax = plt.subplots(figsize=(10, 4.6), dpi=100)
+    for collective, group in by_collective(small).items():
+        ax.plot([r["bytes"] for r in group], [r["time_us"] for r in group],
+                color=COLORS.get(collective, "black"), marker=MARKERS.get(collective, "o"),
+                markersize=3.5, linewidth=1.4, label=collective)
+    _setup(ax, "time per call (µs, mean over ranks)")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    _size_ticks(ax, [r["bytes"] for r in small])
+    ax.set_title(title or _title(small, f"latency, sizes up to {size_label(max_bytes)}"))
+    ax.legend(loc="upper left", ncol=4, fontsize=9, framealpha=0.9)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def print_tables(rows: Sequence[Row]) -> None:
+    """One nccl-tests table per collective (out-of-place columns, as nccl-tests prints)."""
+    for collective, group in by_collective(rows).items():
+        first = group[0]
+        print(nccl_tests_table(group, title=f"{collective}: world size {first['world_size']}, "
+                                            f"backend {first['backend']}"))
+        print()
+
+
+def check_factors(rows: Sequence[Row], factors: Mapping[str, float]) -> bool:
+    """Per collective, ✓/✗: algbw == S / t, and busbw == algbw × factors[collective]."""
+    ok_all = True
+    for collective, group in by_collective(rows).items():
+        factor = factors[collective]
+        bad = [r for r in group
+               if not math.isclose(r["algbw"], r["bytes"] / r["time_us"] / 1e3, rel_tol=1e-9)
+               or not math.isclose(r["busbw"], r["algbw"] * factor, rel_tol=1e-9,
+                                   abs_tol=1e-12)]
+        ok_all = ok_all and not bad
+        detail = (f"all {len(group)} rows" if not bad else
+                  f"{len(bad)} of {len(group)} rows differ, e.g. {size_label(bad[0]['bytes'])}")
+        mark = "✓" if not bad else "✗"
+        print(f"{collective:<15} {mark} busbw = algbw × {factor:.4g}: {detail}")
+    return ok_all
+
+
+def grade_prediction(prediction: Mapping[str, Any] | None, row: Row) -> bool:
+    """Compare a predicted {"bytes", "count", "busbw / algbw"} with a measured row: ✓/✗ each."""
+    if (prediction is None or prediction is Ellipsis
+            or any(v is None or v is Ellipsis for v in prediction.values())):
+        print("✎ Fill in your prediction first: replace every ... with a number.")
+        return False
+    measured = {"bytes": row["bytes"], "count": row["count"],
+                "busbw / algbw": row["busbw"] / row["algbw"]}
+    ok_all = True
+    for key, actual in measured.items():
+        guess = prediction.get(key)
+        try:
+            ok = math.isclose(float(guess), actual, rel_tol=1e-6)
+        except (TypeError, ValueError):
+            ok = False
+        ok_all = ok_all and ok
+        print(f"{key:<14} {'✓' if ok else '✗'} you said {guess}, the measured "
+              f"{row['collective']} row says {actual:g}")
+    print("All three right!" if ok_all else "Not yet: see the hints above.")
+    return ok_all

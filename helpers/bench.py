@@ -1,0 +1,320 @@
+"""Time the eight collectives like nccl-tests, on an initialised torch.distributed group.
+
+In a notebook, every engine calls ``measure(...)`` (or ``sweep(...)``) through
+``apply``; from a shell, the same code runs under torchrun::
+
+    torchrun --standalone --nproc_per_node 4 -m helpers.bench --max-bytes 1M
+    torchrun --standalone --nproc_per_node 2 -m helpers.bench --json --collectives all_reduce
+
+Per point: buffers allocated once, `warmup` untimed calls, a barrier, then `iters`
+timed calls; each rank's mean time per call is averaged over the ranks (as
+nccl-tests does), and algbw/busbw come from that time (see helpers.bandwidth).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import sys
+import time
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+import torch.distributed as dist
+
+from helpers import bandwidth
+from helpers.bandwidth import COLLECTIVES, DTYPE_SIZES, REDUCING, ROOTED
+
+OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
+       "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
+ROOT = 0
+# The current names, with the pre-2.13 ones (now deprecated) as fallback.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = (getattr(dist, "reduce_scatter_single", None)
+                          or dist.reduce_scatter_tensor)
+
+Point = tuple[str, int]
+
+
+def check_options(dtype: str, op: str) -> None:
+    """ValueError unless `dtype` and `op` are names measure() accepts together."""
+    if dtype not in DTYPE_SIZES:
+        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPE_SIZES)}")
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; valid: {', '.join(OPS)}")
+    if op == "avg" and not dtype.startswith(("float", "bfloat")):
+        raise ValueError(f"op 'avg' needs a floating dtype, not {dtype!r}")
+
+
+def _device() -> torch.device:
+    if "nccl" in str(dist.get_backend()):
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _call(collective: str, plan: bandwidth.Plan, dtype: torch.dtype, op: Any,
+          device: torch.device) -> Callable[[], None]:
+    """One collective call on buffers allocated now, as a function of no arguments."""
+    n, rank = plan.world_size, dist.get_rank()
+
+    def zeros(count: int) -> torch.Tensor:  # zeros: sums stay finite and never denormal
+        return torch.zeros(count, dtype=dtype, device=device)
+
+    piece, whole = plan.piece, plan.total
+    if collective == "all_reduce":
+        t = zeros(piece)
+        return lambda: dist.all_reduce(t, op=op)
+    if collective == "broadcast":
+        t = zeros(piece)
+        return lambda: dist.broadcast(t, src=ROOT)
+    if collective == "reduce":
+        t = zeros(piece)
+        return lambda: dist.reduce(t, dst=ROOT, op=op)
+    if collective == "all_gather":
+        inp, out = zeros(piece), zeros(whole)
+        return lambda: _all_gather_single(out, inp)
+    if collective == "reduce_scatter":
+        inp, out = zeros(whole), zeros(piece)
+        return lambda: _reduce_scatter_single(out, inp, op=op)
+    if collective == "all_to_all":
+        inp, out = zeros(whole), zeros(whole)
+        return lambda: dist.all_to_all_single(out, inp)
+    if collective == "scatter":
+        out = zeros(piece)
+        pieces = list(zeros(whole).chunk(n)) if rank == ROOT else None
+        return lambda: dist.scatter(out, pieces, src=ROOT)
+    if collective == "gather":
+        inp = zeros(piece)
+        pieces = list(zeros(whole).chunk(n)) if rank == ROOT else None
+        return lambda: dist.gather(inp, pieces, dst=ROOT)
+    raise AssertionError(collective)
+
+
+def _time_per_call(call: Callable[[], None], iters: int, device: torch.device) -> float:
+    """Mean seconds per call on this rank, after a barrier."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        dist.barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            call()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 1e3 / iters
+    dist.barrier()
+    start_s = time.perf_counter()
+    for _ in range(iters):
+        call()
+    return (time.perf_counter() - start_s) / iters
+
+
+def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = "sum",
+            iters: int = 20, warmup: int = 5) -> dict | None:
+    """Time one collective at one size on every rank; the same result dict on every rank.
+
+    Call it on all ranks of the default process group. None when a rank's piece
+    would be empty (size too small for the world size): skip that point.
+    The dict: collective, world_size, backend, dtype, op (None unless it reduces),
+    root (None unless rooted), bytes (S), count (elements per rank in the call,
+    nccl-tests' count column), time_us (mean over ranks), algbw, busbw (GB/s).
+    """
+    if not dist.is_initialized():
+        raise RuntimeError("measure() needs an initialised default process group "
+                           "(dist.init_process_group) on every rank")
+    bandwidth.check_collective(collective)
+    check_options(dtype, op)
+    if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
+        raise ValueError(f"iters must be an integer >= 1, got {iters!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    n = dist.get_world_size()
+    plan = bandwidth.plan(collective, size_bytes, n, DTYPE_SIZES[dtype])
+    if plan is None:
+        return None
+    device = _device()
+    call = _call(collective, plan, getattr(torch, dtype), OPS[op], device)
+    for _ in range(warmup):
+        call()
+    seconds = torch.tensor([_time_per_call(call, iters, device)], dtype=torch.float64,
+                           device=device)
+    dist.all_reduce(seconds, op=dist.ReduceOp.SUM)
+    mean_s = seconds.item() / n
+    return {"collective": collective, "world_size": n, "backend": str(dist.get_backend()),
+            "dtype": dtype, "op": op if collective in REDUCING else None,
+            "root": ROOT if collective in ROOTED else None,
+            "bytes": plan.bytes, "count": plan.piece, "time_us": mean_s * 1e6,
+            "algbw": bandwidth.algbw(collective, plan.bytes, mean_s),
+            "busbw": bandwidth.busbw(collective, plan.bytes, mean_s, n)}
+
+
+def sweep(collectives: Sequence[str], sizes: Sequence[int], dtype: str = "float32",
+          op: str = "sum", iters: int = 20, warmup: int = 5,
+          progress: Callable[[list[Point]], Iterable[Point]] | None = None) -> list[dict]:
+    """measure() every (collective, size), collective by collective; skipped points left out.
+
+    `progress`, if given, receives the list of points and returns an iterable over
+    them (e.g. ``tqdm``, or ``lambda points: tqdm(points, desc="bench")``).
+    """
+    for collective in collectives:
+        bandwidth.check_collective(collective)
+    check_options(dtype, op)
+    points = [(collective, size) for collective in collectives for size in sizes]
+    results = []
+    for collective, size in (progress(points) if progress else points):
+        result = measure(collective, size, dtype, op, iters, warmup)
+        if result is not None:
+            results.append(result)
+    return results
+
+
+# ------------------------------------------------------------------ the command
+
+JSON_KEYS = ("collective", "world_size", "backend", "dtype", "op", "root", "bytes", "count",
+             "time_us", "algbw", "busbw")
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """'8' → 8, '1K' → 1024, '64M' → 67108864 (K/M/G are powers of 1024, as in nccl-tests)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)B?\s*", str(text), flags=re.IGNORECASE)
+    if not match or int(match[1]) == 0:
+        raise argparse.ArgumentTypeError(
+            f"bad size {text!r}: want a positive number of bytes, optionally with K, M or G")
+    return int(match[1]) * _UNITS[match[2].upper()]
+
+
+def _collective_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    bad = [name for name in names if name not in COLLECTIVES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown collective(s) {', '.join(bad) or repr(text)}; "
+                                         f"valid: {', '.join(COLLECTIVES)}")
+    return names
+
+
+def _env_rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors only rank 0 prints (every rank exits 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if _env_rank() == 0:
+            self.print_usage(sys.stderr)
+            self.exit(2, f"{self.prog}: error: {message}\n")
+        time.sleep(1)  # let rank 0 print first: torchrun kills the others at the first exit
+        self.exit(2)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="torchrun --standalone --nproc_per_node N -m helpers.bench",
+                description="nccl-tests style bandwidth sweep over torch.distributed "
+                            "collectives (rank 0 prints the results).")
+    p.add_argument("--collectives", type=_collective_list, default=list(COLLECTIVES),
+                   help=f"comma-separated list (default: all: {','.join(COLLECTIVES)})")
+    p.add_argument("--min-bytes", type=parse_size, default=8, help="default 8")
+    p.add_argument("--max-bytes", type=parse_size, default=64 * bandwidth.MiB,
+                   help="default 64M")
+    p.add_argument("--factor", type=int, default=2, help="size multiplier per step (default 2)")
+    p.add_argument("--dtype", default="float32", choices=list(DTYPE_SIZES))
+    p.add_argument("--op", default="sum", choices=list(OPS))
+    p.add_argument("--iters", type=int, default=20, help="timed calls per size (default 20)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
+    p.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"],
+                   help="auto: nccl when there is a GPU for every local rank, else gloo")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON list, one object per measurement, instead of tables")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds for init_process_group and every collective (default 300)")
+    return p
+
+
+def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[int]:
+    """The sweep's sizes; p.error (exit 2) on any bad option."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        p.error("RANK/WORLD_SIZE are not set: run me under torchrun, e.g. "
+                "torchrun --standalone --nproc_per_node 2 -m helpers.bench")
+    try:
+        sizes = bandwidth.sweep_sizes(args.min_bytes, args.max_bytes, args.factor)
+        check_options(args.dtype, args.op)
+    except ValueError as error:
+        p.error(str(error))
+    if args.iters < 1 or args.warmup < 0:
+        p.error(f"need --iters >= 1 and --warmup >= 0, got {args.iters} and {args.warmup}")
+    if not args.timeout > 0:
+        p.error(f"--timeout must be > 0, got {args.timeout}")
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if args.backend == "auto":
+        args.backend = "nccl" if dist.is_nccl_available() and gpus >= local_ranks else "gloo"
+    elif args.backend == "nccl" and gpus < local_ranks:
+        p.error(f"--backend nccl needs a GPU per local rank: {local_ranks} ranks, {gpus} GPUs")
+    return sizes
+
+
+def _init(backend: str, timeout_s: float) -> None:
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if backend == "nccl":
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl", timeout=timeout,
+                                device_id=torch.device("cuda", local_rank))
+    else:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        dist.init_process_group("gloo", timeout=timeout)
+
+
+def _progress_bar(total: int) -> Any:
+    """A tqdm bar on stderr, shown only on a terminal (disable=None)."""
+    from tqdm import tqdm
+    return tqdm(total=total, file=sys.stderr, disable=None, unit="point", desc="bench",
+                leave=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The torchrun entry point; rank 0 prints the tables (or JSON), the others nothing."""
+    p = parser()
+    args = p.parse_args(argv)
+    sizes = _check_args(p, args)
+    _init(args.backend, args.timeout)
+    try:
+        rank, n = dist.get_rank(), dist.get_world_size()
+        if rank == 0 and not args.json:
+            print(f"# helpers.bench: minBytes {sizes[0]} maxBytes {sizes[-1]} "
+                  f"step: {args.factor}(factor) warmup iters: {args.warmup} "
+                  f"iters: {args.iters} dtype: {args.dtype} op: {args.op}", flush=True)
+        bar = _progress_bar(len(args.collectives) * len(sizes)) if rank == 0 else None
+
+        def progress(points: list[Point]) -> Iterable[Point]:
+            for point in points:
+                if bar is not None:
+                    bar.set_postfix_str(f"{point[0]} {point[1]} B", refresh=False)
+                yield point
+                if bar is not None:
+                    bar.update()
+
+        everything = []
+        for collective in args.collectives:
+            rows = sweep([collective], sizes, args.dtype, args.op, args.iters, args.warmup,
+                         progress=progress)
+            everything += rows
+            if rank == 0 and not args.json:
+                title = f"{collective}: world size {n}, backend {dist.get_backend()}"
+                text = "\n" + bandwidth.nccl_tests_table(rows, title=title)
+                bar.write(text, file=sys.stdout)  # above the progress bar, if shown
+                sys.stdout.flush()
+        if bar is not None:
+            bar.close()
+        if rank == 0 and args.json:
+            print(json.dumps([{k: row[k] for k in JSON_KEYS} for row in everything], indent=1))
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

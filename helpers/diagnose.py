@@ -1,0 +1,126 @@
+"""Say what went wrong in a failed `%%px` cell, by rank, and what to do next.
+
+An error on the engines reaches the notebook as ipyparallel's CompositeError:
+one traceback per engine, named by engine id. `start_cluster` installs
+`show_with_diagnosis` as the kernel's handler for it, which shows the usual
+tracebacks and then a short summary: which rank died, which ranks never reached
+the collective, whether the group can still be used.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+# (pattern in the error text, what it means, does the group survive it?)
+_DIED = "its engine process died (re-run the start cell for a full set of ranks)"
+_KNOWN = [
+    (r"died while running|EngineError|engine .* died", _DIED, False),
+    (r"Detected mismatch between collectives",
+     "the ranks called the collective with different arguments "
+     "(shape, dtype or op: see TensorShape/TensorDtypes above)", True),
+    (r"invalid root rank|Invalid (src|dst)|not part of group|rank .* out of range",
+     "src/dst must be a rank of the group: 0 .. world_size-1", True),
+    (r"Incorrect input list size|Incorrect output list size|Requires .*list",
+     "a scatter/gather list must hold world_size tensors", False),
+    (r"invalid tensor size|Tensor list input to .* must .* same|must have the same",
+     "every tensor in the list must have the shape of the receiving tensor", False),
+    (r"failed to pass monitoredBarrier",
+     "some ranks never reached this collective", False),
+    (r"Connection closed by peer|Connection reset|pair closure",
+     "a peer rank went away (it died or gave up waiting)", False),
+    (r"Timed out|timed out|Timeout",
+     "it waited the whole collective timeout for its peers", False),
+]
+
+
+history: list[dict] = []  # every diagnosis shown in this kernel, oldest first
+
+
+def classify(text: str) -> tuple[str, bool]:
+    """(what the error means, whether the process group is still usable)."""
+    for pattern, meaning, survives in _KNOWN:
+        if re.search(pattern, text):
+            return meaning, survives
+    return "an error in the cell's code", True
+
+
+def missing_ranks(text: str) -> list[int]:
+    """Ranks a monitored barrier names as absent ("Ranks 2, 3 failed to pass ...")."""
+    match = re.search(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier", text)
+    return [int(r) for r in re.findall(r"\d+", match.group(1))] if match else []
+
+
+def diagnose(error: Any, rank_of_engine: dict[int, int],
+             targets: list[int] | None = None) -> dict:
+    """What a CompositeError says, by rank.
+
+    {"failed": [{"rank", "meaning", "error"}], "skipped": ranks that did not run the
+    cell, "absent": ranks a monitored barrier missed, "group_usable": bool}
+    """
+    failed: dict[int, dict] = {}
+    absent: set[int] = set()
+    elist = getattr(error, "elist", None)
+    if elist is None and hasattr(error, "ename"):  # a RemoteError: one engine's failure
+        elist = [(error.ename, error.evalue, None, getattr(error, "engine_info", {}))]
+    for ename, evalue, _tb, info in elist or []:
+        text = f"{ename}: {evalue}"
+        died = re.search(r"Engine (\d+) died", text)
+        engine_id = int(died.group(1)) if died else (info or {}).get("engine_id", -1)
+        rank = rank_of_engine.get(engine_id, engine_id)
+        meaning, survives = classify(text)
+        first_line = next((ln for ln in str(evalue).splitlines() if ln.strip()), "")
+        failed[rank] = {"rank": rank, "meaning": meaning, "survives": survives,
+                        "error": f"{ename}: {first_line}"[:300]}
+        absent.update(missing_ranks(text))
+    absent -= {rank for rank, f in failed.items() if f["meaning"] == _DIED}
+    all_ranks = sorted(rank_of_engine.values())
+    ran = sorted(rank_of_engine[e] for e in targets if e in rank_of_engine) if targets else all_ranks
+    return {
+        "failed": [failed[r] for r in sorted(failed)],
+        "skipped": sorted(set(all_ranks) - set(ran)),
+        "absent": sorted(absent),
+        "group_usable": all(f["survives"] for f in failed.values()),
+    }
+
+
+def describe(diagnosis: dict) -> str:
+    """The diagnosis as a few lines for the notebook: ✗ per failed rank, then the way on."""
+    if not diagnosis["failed"]:
+        return ""
+    lines = ["What happened, by rank:"]
+    lines += [f"  ✗ rank {f['rank']}: {f['meaning']}" for f in diagnosis["failed"]]
+    if diagnosis["skipped"]:
+        lines.append(f"  {_ranks(diagnosis['skipped'])} did not run this cell: a collective "
+                     "must be called by every rank of its group")
+    elif diagnosis["absent"]:
+        lines.append(f"  {_ranks(diagnosis['absent'])} never reached the collective")
+    if diagnosis["group_usable"]:
+        lines.append("The process group is fine: fix the cell and run it again.")
+    else:
+        lines.append("The process group cannot be trusted after this: re-run the start cell "
+                     "(it starts a fresh set of engines), then this cell.")
+    return "\n".join(lines)
+
+
+def _ranks(ranks: list[int]) -> str:
+    """"rank 2" or "ranks 2, 3"."""
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def show_with_diagnosis(current: Callable[[], Any]) -> Callable:
+    """An IPython custom exception handler: the tracebacks, then the diagnosis."""
+    def handler(shell, etype, value, tb, tb_offset=None):
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        cluster = current()
+        if cluster is None:
+            return None
+        magics = shell.magics_manager.registry.get("ParallelMagics")
+        last = getattr(magics, "last_result", None)
+        targets = list(getattr(last, "_targets", None) or []) or None
+        diagnosis = diagnose(value, {r.engine_id: r.rank for r in cluster.ranks}, targets)
+        if diagnosis["failed"]:
+            history.append(diagnosis)
+            print(describe(diagnosis))
+        return None
+
+    return handler

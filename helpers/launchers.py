@@ -1,0 +1,314 @@
+"""How the engines are started: `local`, `mpi` (mpiexec) or `slurm` (sbatch/srun).
+
+    plan = cluster_options(resolve_launcher(None), 4)
+    cluster = ipp.Cluster(**plan.cluster_kwargs)
+    apply(plan, cluster)                 # launcher settings go on cluster.config
+    cluster.start_and_connect_sync()
+
+The notebook side builds a `LaunchPlan` (pure data, nothing started). The engine
+side needs only `rank_from_environment()`, which reads the ranks that mpiexec or
+srun gave the process (stdlib only).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # engines import this module too: keep ipyparallel off its import path
+    import ipyparallel as ipp
+
+LAUNCHERS = ("local", "mpi", "slurm")
+LOOPBACK = "127.0.0.1"
+
+# ipyparallel 9.2 names (ipyparallel/cluster/launcher.py, entry points "mpi"/"slurm")
+MPI_ENGINES = "MPIEngineSetLauncher"
+SLURM_ENGINES = "SlurmEngineSetLauncher"
+SLURM_CONTROLLER = "SlurmControllerLauncher"
+LOCAL_ENGINES = "LocalEngineSetLauncher"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What to hand ipyparallel, and where the ranks meet.
+
+    cluster_kwargs: keyword arguments for `ipp.Cluster(...)`.
+    config: traitlets config, {"LauncherClass": {"trait": value}}, for `cluster.config`.
+    rendezvous_host: the address rank 0's TCPStore and gloo bind (see cluster_options).
+    interface: network interface for GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME.
+    """
+
+    launcher: str
+    n_ranks: int
+    cluster_kwargs: dict[str, Any]
+    config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rendezvous_host: str = LOOPBACK
+    interface: str = "lo"
+
+    def apply(self, cluster: "ipp.Cluster") -> "ipp.Cluster":
+        """Put this plan's launcher config on `cluster` (before it starts)."""
+        return apply(self, cluster)
+
+    def new_cluster(self, **kwargs: Any) -> "ipp.Cluster":
+        """`ipp.Cluster(**cluster_kwargs, **kwargs)` with the config applied; not started."""
+        import ipyparallel as ipp
+
+        return apply(self, ipp.Cluster(**{**self.cluster_kwargs, **kwargs}))
+
+
+def resolve_launcher(name: str | None = None) -> str:
+    """The launcher: the argument, else $TUTORIAL_LAUNCHER, else "local"."""
+    raw = name if name is not None else os.environ.get("TUTORIAL_LAUNCHER", "")
+    chosen = raw.strip().lower() or "local"
+    if chosen not in LAUNCHERS:
+        source = "launcher" if name is not None else "TUTORIAL_LAUNCHER"
+        raise ValueError(
+            f"{source} must be one of {', '.join(LAUNCHERS)}, not {raw!r}")
+    return chosen
+
+
+def interface_address(name: str) -> str:
+    """The IPv4 address of network interface `name` (e.g. "eth0", "ib0", "lo")."""
+    import psutil
+
+    interfaces = psutil.net_if_addrs()
+    if name not in interfaces:
+        raise ValueError(
+            f"no network interface named {name!r}; this machine has: "
+            f"{', '.join(sorted(interfaces))}")
+    for addr in interfaces[name]:
+        if addr.family == socket.AF_INET:
+            return addr.address
+    raise ValueError(f"network interface {name!r} has no IPv4 address")
+
+
+@functools.lru_cache(maxsize=None)
+def mpi_flavor(mpiexec: str = "mpiexec") -> str | None:
+    """"openmpi" (4.x and older, ORTE), "openmpi5" (PRRTE), "mpich" (Hydra: MPICH,
+    Intel MPI) or None when `mpiexec` is missing or unrecognised."""
+    path = shutil.which(mpiexec)
+    if path is None:
+        return None
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if "OpenRTE" in out:
+        return "openmpi"
+    if "Open MPI" in out:
+        return "openmpi5"
+    if "HYDRA" in out or "MPICH" in out or "Intel" in out:
+        return "mpich"
+    return None
+
+
+def mpi_args(flavor: str | None = "openmpi", as_root: bool | None = None) -> list[str]:
+    """mpiexec arguments for one host with more ranks than cores.
+
+    Open MPI refuses both by default; `--mca btl self,<shared memory>` keeps the
+    ranks from opening TCP listeners on every interface (ports 1024+). Hydra
+    (MPICH, Intel MPI) allows root and oversubscription and rejects these flags.
+    """
+    if flavor not in ("openmpi", "openmpi5"):
+        return []
+    as_root = os.geteuid() == 0 if as_root is None else as_root
+    shared_memory = "vader" if flavor == "openmpi" else "sm"
+    return (["--oversubscribe"] + (["--allow-run-as-root"] if as_root else [])
+            + ["--mca", "btl", f"self,{shared_memory}"])
+
+
+def require_mpi(mpiexec: str = "mpiexec") -> None:
+    """Raise RuntimeError unless `mpiexec` is on PATH and mpi4py imports.
+
+    Engines started with `--mpi` import mpi4py for their id (= MPI rank).
+    """
+    import importlib.util
+
+    missing = []
+    if shutil.which(mpiexec) is None:
+        missing.append(f"{mpiexec!r} is not on PATH (Debian/Ubuntu: "
+                       "apt-get install openmpi-bin libopenmpi-dev)")
+    if importlib.util.find_spec("mpi4py") is None:
+        missing.append("mpi4py is not installed (pip install mpi4py)")
+    if missing:
+        raise RuntimeError("the mpi launcher needs MPI: " + "; ".join(missing))
+
+
+def _escape(value: str) -> str:
+    """Literal text inside an ipyparallel batch template (it is str.format-ed)."""
+    return value.replace("{", "{{").replace("}", "}}")
+
+
+def _slurm_options() -> list[str]:
+    """#SBATCH lines for partition / account / time from TUTORIAL_SLURM_*."""
+    lines = []
+    for env, flag in (("TUTORIAL_SLURM_PARTITION", "partition"),
+                      ("TUTORIAL_SLURM_ACCOUNT", "account"),
+                      ("TUTORIAL_SLURM_TIME", "time")):
+        value = os.environ.get(env, "").strip()
+        if value:
+            lines.append(f"#SBATCH --{flag}={_escape(value)}")
+    return lines
+
+
+def _gpus_per_node(gpus_per_node: int | None) -> int:
+    if gpus_per_node is None:
+        raw = os.environ.get("TUTORIAL_SLURM_GPUS_PER_NODE", "").strip()
+        if not raw:
+            raise ValueError(
+                "the slurm launcher needs the number of GPUs per node: pass "
+                "gpus_per_node=... or set TUTORIAL_SLURM_GPUS_PER_NODE (0 for CPU ranks)")
+        if not raw.isdigit():
+            raise ValueError(
+                f"TUTORIAL_SLURM_GPUS_PER_NODE must be a whole number, not {raw!r}")
+        gpus_per_node = int(raw)
+    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) \
+            or gpus_per_node < 0:
+        raise ValueError(f"gpus_per_node must be a whole number >= 0, not {gpus_per_node!r}")
+    return gpus_per_node
+
+
+def slurm_engine_template(n_ranks: int, gpus_per_node: int) -> str:
+    """sbatch script for the engines: n_ranks tasks, one per GPU, GPUs visible per node.
+
+    `--gres=gpu:G` with `--ntasks-per-node=G` (not `--gpus-per-task=1`) keeps every
+    GPU of the node visible to every task, so local rank = CUDA device index.
+    """
+    lines = ["#!/bin/sh", "#SBATCH --export=ALL",
+             "#SBATCH --job-name=ipengine-{cluster_id}", f"#SBATCH --ntasks={n_ranks}"]
+    if gpus_per_node:
+        per_node = min(gpus_per_node, n_ranks)
+        lines += [f"#SBATCH --nodes={math.ceil(n_ranks / per_node)}",
+                  f"#SBATCH --ntasks-per-node={per_node}",
+                  f"#SBATCH --gres=gpu:{per_node}"]
+    lines += _slurm_options()
+    lines += ["#SBATCH --output={output_file}", "srun {program_and_args}", ""]
+    return "\n".join(lines)
+
+
+def slurm_controller_template(interface: str, python: str | None = None) -> str:
+    """sbatch script for the controller: it listens on `interface` of whatever node
+    Slurm picks (its address is looked up there, at run time)."""
+    import sys
+
+    python = python or sys.executable
+    lookup = (f"{shlex.quote(python)} -c 'import psutil, socket, sys; print([a.address "
+              f"for a in psutil.net_if_addrs()[sys.argv[1]] if a.family == socket.AF_INET][0])' "
+              f"{shlex.quote(interface)}")
+    lines = ["#!/bin/sh", "#SBATCH --export=ALL",
+             "#SBATCH --job-name=ipcontroller-{cluster_id}", "#SBATCH --ntasks=1",
+             *_slurm_options(), "#SBATCH --output={output_file}",
+             f'IP="$({_escape(lookup)})" || exit 1',
+             '{program_and_args} --ip="$IP"', ""]
+    return "\n".join(lines)
+
+
+def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None = None,
+                    gpus_per_node: int | None = None, controller: str = "slurm",
+                    mpiexec: str = "mpiexec") -> LaunchPlan:
+    """The LaunchPlan for `n_ranks` engines started by `launcher`.
+
+    local: loopback everywhere. mpi: one host, controller on loopback, mpiexec
+    with `--oversubscribe` (+ `--allow-run-as-root` as root) for Open MPI.
+    slurm: engines by sbatch/srun, one task per GPU on ceil(n / gpus_per_node)
+    nodes; the controller by sbatch too (controller="local": next to the notebook),
+    listening on `interface` (else $TUTORIAL_IFNAME; required).
+
+    rendezvous_host is loopback for local/mpi; for slurm it is `interface`'s
+    address *on this host*. Rank 0 runs on a compute node: resolve it there with
+    `interface_address(plan.interface)`.
+    """
+    launcher = resolve_launcher(launcher)
+    config: dict[str, dict[str, Any]]
+    if isinstance(n_ranks, bool) or not isinstance(n_ranks, int) or n_ranks < 1:
+        raise ValueError(f"n_ranks must be a positive whole number, not {n_ranks!r}")
+
+    if launcher in ("local", "mpi"):
+        # $TUTORIAL_IFNAME is for slurm; an explicit other interface is a mistake.
+        if interface not in (None, "lo"):
+            raise ValueError(f"the {launcher} launcher runs on one host over loopback "
+                             f"('lo'), not {interface!r}: use launcher='slurm'")
+        env = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+        kwargs: dict[str, Any] = {"n": n_ranks, "controller_ip": LOOPBACK}
+        if launcher == "local":
+            config = {LOCAL_ENGINES: {"environment": env}}
+        else:
+            kwargs["engine_launcher_class"] = "mpi"
+            config = {MPI_ENGINES: {"mpi_cmd": [mpiexec],
+                                    "mpi_args": mpi_args(mpi_flavor(mpiexec)),
+                                    "environment": env}}
+        return LaunchPlan(launcher, n_ranks, kwargs, config, LOOPBACK, "lo")
+
+    # slurm
+    interface = interface or os.environ.get("TUTORIAL_IFNAME", "").strip() or None
+    if interface is None:
+        raise ValueError(
+            "the slurm launcher needs the network interface the nodes reach each other "
+            "on: pass interface='eth0' (or 'ib0', ...) or set TUTORIAL_IFNAME")
+    if controller not in ("slurm", "local"):
+        raise ValueError(f"controller must be 'slurm' or 'local', not {controller!r}")
+    address = interface_address(interface)  # fails early on a wrong name
+    gpus = _gpus_per_node(gpus_per_node)
+    env = {"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface}
+    kwargs = {"n": n_ranks, "engine_launcher_class": "slurm"}
+    config = {
+        SLURM_ENGINES: {"batch_template": slurm_engine_template(n_ranks, gpus),
+                        "environment": env}}
+    if controller == "slurm":
+        kwargs["controller_launcher_class"] = "slurm"
+        config[SLURM_CONTROLLER] = {"batch_template": slurm_controller_template(interface)}
+    else:
+        kwargs["controller_ip"] = address
+    return LaunchPlan("slurm", n_ranks, kwargs, config, address, interface)
+
+
+def apply(plan: LaunchPlan, cluster: "ipp.Cluster") -> "ipp.Cluster":
+    """Set `plan.config` on an (unstarted) `ipp.Cluster`; returns the cluster.
+
+    The cluster gets a copy of its config: in IPython, `cluster.config` is the
+    shell's own config object, which must not keep these settings.
+    """
+    from traitlets.config import Config
+
+    merged = copy.deepcopy(cluster.config)
+    merged.merge(Config(copy.deepcopy(plan.config)))
+    cluster.config = merged
+    return cluster
+
+
+def _int_env(name: str) -> int:
+    raw = os.environ[name]
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"${name} must be a whole number, not {raw!r}") from None
+
+
+# (rank, local rank, world size) variables, most specific first: Open MPI's mpiexec
+# inside a Slurm job also sees SLURM_PROCID (of the batch step).
+_RANK_SOURCES = (
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE"),
+    ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"),
+)
+
+
+def rank_from_environment() -> tuple[int, int, int] | None:
+    """(rank, local_rank, world_size) given by mpiexec or srun; None otherwise.
+
+    Runs on engines. A source counts only when all three of its variables are
+    set. None means the local launcher: rank = position in the client's ids.
+    """
+    for names in _RANK_SOURCES:
+        if all(name in os.environ for name in names):
+            rank, local_rank, world_size = (_int_env(name) for name in names)
+            return rank, local_rank, world_size
+    return None

@@ -1,0 +1,108 @@
+"""Find and end the processes of a cluster: nothing the series starts may outlive its use.
+
+Every process ipyparallel starts for a cluster carries IPP_CLUSTER_ID in its
+environment; ours also carry TUTORIAL_OWNER_PID, the process that answers for
+them (the kernel, or the keeper of a warm cluster). When that owner is gone,
+the processes are orphans and the next start cell ends them.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+import psutil
+
+OWNER_VARIABLE = "TUTORIAL_OWNER_PID"
+
+
+def _environ(proc: psutil.Process) -> dict[str, str]:
+    try:
+        return proc.environ()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return {}
+
+
+def cluster_processes(cluster_id: str) -> list[psutil.Process]:
+    """Every live process started for the ipyparallel cluster `cluster_id`."""
+    return [proc for proc in psutil.process_iter()
+            if proc.pid != os.getpid() and _environ(proc).get("IPP_CLUSTER_ID") == cluster_id]
+
+
+def owned_by(procs: list[psutil.Process], owner_pid: int) -> list[psutil.Process]:
+    """Those of `procs` whose owner (TUTORIAL_OWNER_PID) is `owner_pid`."""
+    return [p for p in procs if _environ(p).get(OWNER_VARIABLE) == str(owner_pid)]
+
+
+def security_dir(ipython_dir: str | None = None) -> Path:
+    """Where ipyparallel writes a cluster's files, for IPYTHONDIR `ipython_dir`."""
+    from IPython.paths import get_ipython_dir
+
+    return Path(ipython_dir or get_ipython_dir()) / "profile_default" / "security"
+
+
+def forget_cluster_files(cluster_id: str, ipython_dir: str | None = None) -> None:
+    """Remove the cluster and connection files of a cluster whose processes are gone."""
+    folder = security_dir(ipython_dir)
+    for path in [folder / f"cluster-{cluster_id}.json",
+                 *folder.glob(f"ipcontroller-{cluster_id}-*.json")]:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def running(proc: psutil.Process) -> bool:
+    """Alive and not a zombie."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def end_processes(procs: list[psutil.Process], grace_s: float = 3.0) -> None:
+    """SIGTERM, wait up to `grace_s`, then SIGKILL whatever is left.
+
+    A zombie counts as ended: its parent (ipyparallel's launcher) reaps it later.
+    """
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    alive = [p for p in procs if running(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if running(p)]
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+def orphaned_processes() -> list[psutil.Process]:
+    """Cluster processes of ours whose owner process is gone."""
+    orphans = []
+    for proc in psutil.process_iter():
+        env = _environ(proc)
+        owner = env.get(OWNER_VARIABLE, "")
+        if proc.pid == os.getpid() or not env.get("IPP_CLUSTER_ID") or not owner.isdigit():
+            continue
+        try:
+            owner_alive = running(psutil.Process(int(owner)))
+        except psutil.NoSuchProcess:
+            owner_alive = False
+        if not owner_alive:
+            orphans.append(proc)
+    return orphans
+
+
+def end_orphans() -> int:
+    """End what a dead kernel (or keeper) left running, and its files; return the count."""
+    orphans = orphaned_processes()
+    clusters = {(env.get("IPP_CLUSTER_ID"), env.get("IPYTHONDIR"))
+                for env in map(_environ, orphans)}
+    if orphans:
+        end_processes(orphans)
+    for cluster_id, ipython_dir in clusters:
+        if cluster_id:
+            forget_cluster_files(cluster_id, ipython_dir)
+    return len(orphans)

@@ -1,0 +1,125 @@
+"""Drive a bandwidth sweep from the notebook: one `apply` of helpers.bench.measure per point.
+
+    per_rank = run_sweep(cluster, COLLECTIVES, sweep_sizes(8, 4 * MiB), iters=5, warmup=2)
+    rows = rank0_rows(per_rank)          # the table/plot rows
+    report_ranks_agree(per_rank)         # rank r ✓: its rows are rank 0's
+
+The progress bar is tqdm. In a Jupyter kernel it is a `DisplayBar`: the text of a
+terminal bar in one display output, updated in place while it runs (live in JupyterLab),
+then replaced by one summary line, which is what a saved notebook or HTML page keeps:
+no ipywidgets, no CDN script, no '\\r' residue, no frozen bar.
+Elsewhere it is plain tqdm on stderr, shown on a terminal only.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+from tqdm import tqdm
+
+from helpers.bench import measure
+
+Point = tuple[str, int]
+# Per point: (collective, size asked), then one result per rank (None: point skipped).
+PerRank = list[tuple[Point, list[dict | None]]]
+
+
+class DisplayBar(tqdm):
+    """tqdm whose text goes to one IPython display output, updated in place."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs["gui"] = True           # tqdm itself prints nothing; display() does
+        kwargs.setdefault("file", sys.stdout)
+        kwargs["disable"] = bool(kwargs.get("disable", False))
+        self._handle = None
+        super().__init__(*args, **kwargs)
+        if not self.disable:
+            from IPython.display import display
+
+            self._handle = display({"text/plain": self._text()}, raw=True, display_id=True)
+
+    def _text(self) -> str:
+        return self.format_meter(**self.format_dict)
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+        """Show `msg` (default: the bar's text) in this bar's output."""
+        if self._handle is None:
+            return False
+        self._handle.update({"text/plain": msg or self._text()}, raw=True)
+        return True
+
+    def close(self) -> None:
+        """Stop the bar; its output keeps one summary line, no bar (a saved page is static)."""
+        if self.disable:
+            return
+        elapsed = self.format_interval(self.format_dict["elapsed"])
+        super().close()                # gui mode: bookkeeping only, nothing printed
+        self.display(f"{self.desc}: {self.n}/{self.total} {self.unit}s done in {elapsed}")
+
+    def clear(self, *_: Any, **__: Any) -> None:
+        pass
+
+
+def in_kernel() -> bool:
+    """True inside a Jupyter kernel (where display outputs are shown)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def progress_bar(total: int, desc: str = "sweep", **kwargs: Any) -> tqdm:
+    """A DisplayBar in a Jupyter kernel, else tqdm on stderr (hidden when not a terminal)."""
+    if in_kernel():
+        return DisplayBar(total=total, desc=desc, unit="point", **kwargs)
+    return tqdm(total=total, desc=desc, unit="point", file=sys.stderr,
+                disable=kwargs.pop("disable", None), **kwargs)
+
+
+def run_sweep(cluster: Any, collectives: Sequence[str], sizes: Sequence[int],
+              dtype: str = "float32", op: str = "sum", iters: int = 20, warmup: int = 5,
+              progress: bool = True) -> PerRank:
+    """measure() every (collective, size) on all ranks, one `apply` per point.
+
+    Returns, per point, what every rank returned (rank order). A rank's piece that
+    would be empty (size < world_size elements) gives None on every rank.
+    """
+    view = cluster.client[cluster.engine_ids]
+    points = [(collective, size) for collective in collectives for size in sizes]
+    bar = progress_bar(len(points), disable=not progress)
+    results: PerRank = []
+    try:
+        for collective, size in points:
+            bar.set_postfix_str(f"{collective} {size} B", refresh=False)
+            per_rank = view.apply_async(measure, collective, size, dtype, op,
+                                        iters, warmup).get(timeout=cluster.timeout_s)
+            results.append(((collective, size), list(per_rank)))
+            bar.update()
+        bar.set_postfix_str("done", refresh=False)
+    finally:
+        bar.close()
+    return results
+
+
+def rank0_rows(per_rank: PerRank) -> list[dict]:
+    """Rank 0's result of every point that was measured (the rows of the tables)."""
+    return [results[0] for _point, results in per_rank if results[0] is not None]
+
+
+def ranks_agree(per_rank: PerRank) -> list[bool]:
+    """Per rank: True when every one of its results equals rank 0's."""
+    n = len(per_rank[0][1]) if per_rank else 0
+    return [all(results[r] == results[0] for _point, results in per_rank) for r in range(n)]
+
+
+def report_ranks_agree(per_rank: PerRank) -> list[bool]:
+    """Print one ✓/✗ line per rank: did it return exactly rank 0's rows?"""
+    agree = ranks_agree(per_rank)
+    measured = len(rank0_rows(per_rank))
+    for rank, same in enumerate(agree):
+        what = "the same" if same else "not the same"
+        print(f"rank {rank} {'✓' if same else '✗'} {what} {measured} rows as rank 0 "
+              f"(the time is averaged over the ranks by an all_reduce)")
+    return agree

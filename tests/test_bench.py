@@ -1,0 +1,332 @@
+"""helpers.bandwidth (nccl-tests' formulas) and helpers.bench (the timing, and its CLI)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from helpers import bandwidth
+from helpers.bandwidth import COLLECTIVES
+
+REPO = Path(__file__).resolve().parents[1]
+SPLIT = ("scatter", "gather", "all_gather", "reduce_scatter", "all_to_all")
+# busbw/algbw by hand from nccl-tests' table: 2(n-1)/n, (n-1)/n, 1.
+FACTORS = {
+    1: {"all_reduce": 0.0, "split": 0.0, "rooted": 1.0},
+    2: {"all_reduce": 1.0, "split": 0.5, "rooted": 1.0},
+    4: {"all_reduce": 1.5, "split": 0.75, "rooted": 1.0},
+    8: {"all_reduce": 1.75, "split": 0.875, "rooted": 1.0},
+}
+JSON_KEYS = {"collective", "world_size", "backend", "dtype", "bytes", "count", "time_us",
+             "algbw", "busbw"}
+
+
+def _kind(collective: str) -> str:
+    return ("all_reduce" if collective == "all_reduce"
+            else "rooted" if collective in ("broadcast", "reduce") else "split")
+
+
+# ------------------------------------------------------------------ formulas
+
+@pytest.mark.parametrize("n", sorted(FACTORS))
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_bus_factor_matches_nccl_tests(collective, n):
+    assert bandwidth.bus_factor(collective, n) == pytest.approx(FACTORS[n][_kind(collective)])
+
+
+@pytest.mark.parametrize("n", sorted(FACTORS))
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_algbw_and_busbw(collective, n):
+    # 1 GiB in 0.5 s: 2.147483648 GB/s whatever the collective.
+    assert bandwidth.algbw(collective, 1 << 30, 0.5) == pytest.approx(2.147483648)
+    expected = 2.147483648 * FACTORS[n][_kind(collective)]
+    assert bandwidth.busbw(collective, 1 << 30, 0.5, n) == pytest.approx(expected)
+
+
+def test_algbw_uses_decimal_gigabytes():
+    assert bandwidth.algbw("all_reduce", 10**9, 1.0) == pytest.approx(1.0)
+    assert bandwidth.algbw("broadcast", 64 * 2**20, 0.1) == pytest.approx(0.67108864)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: bandwidth.bus_factor("allreduce", 2),
+    lambda: bandwidth.algbw("send_recv", 8, 1.0),
+    lambda: bandwidth.plan("all_gather_single", 8, 2, 4),
+])
+def test_unknown_collective_lists_valid_ones(call):
+    with pytest.raises(ValueError, match="valid: scatter, gather, .*all_to_all"):
+        call()
+
+
+@pytest.mark.parametrize("call, bad", [
+    (lambda: bandwidth.bus_factor("all_reduce", 0), "0"),
+    (lambda: bandwidth.algbw("all_reduce", 8, 0.0), "0.0"),
+    (lambda: bandwidth.algbw("all_reduce", 8, -1.0), "-1.0"),
+])
+def test_bad_numbers_are_named(call, bad):
+    with pytest.raises(ValueError, match=re.escape(bad)):
+        call()
+
+
+# ------------------------------------------------------------------ sweep sizes
+
+def test_sweep_sizes_default_doubles_from_8_to_64_mib():
+    sizes = bandwidth.sweep_sizes()
+    assert sizes[0] == 8 and sizes[-1] == 64 * 2**20
+    assert len(sizes) == 24 and all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+
+
+def test_sweep_sizes_edges():
+    assert bandwidth.sweep_sizes(8, 8) == [8]
+    assert bandwidth.sweep_sizes(1, 100, 10) == [1, 10, 100]
+    assert bandwidth.sweep_sizes(3, 100, 4) == [3, 12, 48]  # stops below max_bytes
+
+
+@pytest.mark.parametrize("args, bad", [
+    ((0, 8), "0"), ((-8, 8), "-8"), ((8, 0), "0"), ((16, 8), "16"),
+    ((8, 64, 1), "1"), ((8, 64, 0), "0"), ((8, 64, 1.5), "1.5"), ((8.0, 64), "8.0"),
+])
+def test_sweep_sizes_errors_name_the_value(args, bad):
+    with pytest.raises(ValueError, match=re.escape(bad)):
+        bandwidth.sweep_sizes(*args)
+
+
+# ------------------------------------------------------------------ plan
+
+@pytest.mark.parametrize("collective", ["all_reduce", "broadcast", "reduce"])
+def test_plan_whole_tensor_collectives(collective):
+    p = bandwidth.plan(collective, 10, 4, 4)  # 10 B of float32: 2 elements, 8 B
+    assert (p.bytes, p.total, p.piece, p.split) == (8, 2, 2, False)
+    assert bandwidth.plan(collective, 3, 4, 4) is None  # under one element
+
+
+@pytest.mark.parametrize("collective", SPLIT)
+def test_plan_split_collectives_round_to_world_size(collective):
+    p = bandwidth.plan(collective, 100, 4, 4)  # 25 elements -> 6 per rank, 24 in all
+    assert (p.bytes, p.total, p.piece, p.split) == (96, 24, 6, True)
+    assert bandwidth.plan(collective, 64, 4, 4).piece == 4  # exact: no rounding
+    assert bandwidth.plan(collective, 15, 4, 4) is None  # 3 elements for 4 ranks
+    assert bandwidth.plan(collective, 16, 4, 4).bytes == 16  # the smallest possible
+
+
+def test_plan_dtype_size_and_world_of_one():
+    assert bandwidth.plan("all_gather", 8, 1, 8).piece == 1
+    assert bandwidth.plan("all_gather", 8, 2, 8) is None
+    assert bandwidth.plan("all_to_all", 1024, 8, 2).piece == 64
+
+
+@pytest.mark.parametrize("args", [("all_reduce", -1, 2, 4), ("all_reduce", 8, 0, 4),
+                                  ("all_reduce", 8, 2, 0)])
+def test_plan_rejects_bad_numbers(args):
+    with pytest.raises(ValueError, match="must be"):
+        bandwidth.plan(*args)
+
+
+# ------------------------------------------------------------------ table
+
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$")
+
+
+def parse_table(text: str) -> tuple[list[tuple], float | None]:
+    """(rows as tuples of their 8 columns, the average busbw) of one nccl-tests table."""
+    rows, average = [], None
+    for line in text.splitlines():
+        if line.startswith("# Avg bus bandwidth"):
+            average = float(line.split(":")[1])
+        elif not line.startswith("#") and line.strip():
+            m = ROW.match(line)
+            assert m, f"not an nccl-tests row: {line!r}"
+            size, count, dtype, op, root, t, alg, bus = m.groups()
+            rows.append((int(size), int(count), dtype, op, int(root), float(t), float(alg),
+                         float(bus)))
+    return rows, average
+
+
+def _row(collective, size, count, time_us, n=4, **extra):
+    seconds = time_us / 1e6
+    return {"collective": collective, "world_size": n, "backend": "gloo", "dtype": "float32",
+            "op": extra.get("op"), "root": extra.get("root"), "bytes": size, "count": count,
+            "time_us": time_us, "algbw": bandwidth.algbw(collective, size, seconds),
+            "busbw": bandwidth.busbw(collective, size, seconds, n)}
+
+
+def test_table_columns_parse_back():
+    rows = [_row("all_reduce", 8, 2, 812.3456, op="sum"),
+            _row("all_reduce", 64 * 2**20, 16 * 2**20, 105065.2, op="sum"),
+            _row("broadcast", 1 << 20, 1 << 18, 1342.06, root=0),
+            _row("all_gather", 4096, 256, 57.25, n=4)]
+    text = bandwidth.nccl_tests_table(rows, title="mixed: world size 4, backend gloo")
+    assert text.splitlines()[0] == "# mixed: world size 4, backend gloo"
+    header = next(line for line in text.splitlines() if line.split()[1:2] == ["size"])
+    assert header.split()[1:] == ["size", "count", "type", "redop", "root", "time", "algbw",
+                                  "busbw"]
+    parsed, average = parse_table(text)
+    assert len(parsed) == len(rows)
+    for row, (size, count, dtype, op, root, t, alg, bus) in zip(rows, parsed):
+        assert (size, count, dtype) == (row["bytes"], row["count"], "float")
+        assert op == (row["op"] or "none") and root == (-1 if row["root"] is None else 0)
+        assert t == pytest.approx(row["time_us"], abs=0.5)
+        assert alg == pytest.approx(row["algbw"], abs=0.005)
+        assert bus == pytest.approx(row["busbw"], abs=0.005)
+    assert average == pytest.approx(sum(r["busbw"] for r in rows) / len(rows), rel=1e-5)
+
+
+def test_table_is_right_aligned_like_nccl_tests():
+    text = bandwidth.nccl_tests_table([_row("reduce", 8, 2, 9.5, op="sum", root=0),
+                                       _row("reduce", 1 << 30, 1 << 28, 123456.0)])
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert len({len(line) for line in lines}) == 1  # fixed-width columns
+    assert lines[0].startswith(" " * 11 + "8") and lines[0].endswith("0.00")
+    assert "   9.50 " in lines[0] and " 123456 " in lines[1]  # 2, then 0 decimals
+
+
+def test_table_without_rows():
+    rows, average = parse_table(bandwidth.nccl_tests_table([]))
+    assert rows == [] and average is None
+
+
+# ------------------------------------------------------------------ measure, in this process
+
+@pytest.fixture()
+def world_of_one():
+    """A one-rank gloo group in this test process, torn down afterwards."""
+    import torch.distributed as dist
+    with tempfile.TemporaryDirectory() as tmp:
+        dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=0,
+                                world_size=1)
+        try:
+            yield dist
+        finally:
+            dist.destroy_process_group()
+
+
+def test_measure_needs_a_process_group():
+    from helpers import bench
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        bench.measure("all_reduce", 8)
+
+
+@pytest.mark.parametrize("kwargs, bad", [({"dtype": "float"}, "float"), ({"op": "mean"}, "mean"),
+                                         ({"dtype": "int32", "op": "avg"}, "avg")])
+def test_measure_names_bad_dtype_and_op(kwargs, bad):
+    from helpers import bench
+    with pytest.raises(ValueError, match=re.escape(repr(bad)) + ".*"):
+        bench.check_options(**{"dtype": "float32", "op": "sum", **kwargs})
+
+
+def test_measure_and_sweep_on_one_rank(world_of_one):
+    from helpers import bench
+    result = bench.measure("all_reduce", 64, dtype="float64", iters=2, warmup=0)
+    assert result["bytes"] == 64 and result["count"] == 8 and result["world_size"] == 1
+    assert result["time_us"] > 0 and result["busbw"] == 0.0  # 2(n-1)/n = 0 for n = 1
+    assert result["algbw"] == pytest.approx(64 / (result["time_us"] / 1e6) / 1e9)
+    assert bench.measure("all_reduce", 4, dtype="float64") is None  # under one element
+    with pytest.raises(ValueError, match="iters"):
+        bench.measure("all_reduce", 64, iters=0)
+    seen = []
+
+    def progress(points):
+        seen.extend(points)
+        return points
+
+    rows = bench.sweep(["broadcast", "gather"], [2, 8], iters=1, warmup=0, progress=progress)
+    assert seen == [("broadcast", 2), ("broadcast", 8), ("gather", 2), ("gather", 8)]
+    assert [(r["collective"], r["bytes"], r["root"]) for r in rows] == [
+        ("broadcast", 8, 0), ("gather", 8, 0)]  # 2 B: no float32 fits
+
+
+# ------------------------------------------------------------------ the command
+
+def run_bench(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc_per_node", str(nproc), "-m", "helpers.bench", *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=90)
+
+
+@pytest.fixture(scope="module")
+def json_run() -> list[dict]:
+    # Factor 3 from 4 B: 4 B is too small for the split collectives, 12 B rounds to 8 B.
+    proc = run_bench("--json", "--min-bytes", "4", "--max-bytes", "4K", "--factor", "3",
+                     "--iters", "3", "--warmup", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)  # rank 0 alone prints, and only the JSON
+
+
+def test_cli_json_covers_every_collective_and_size(json_run):
+    sizes = bandwidth.sweep_sizes(4, 4096, 3)
+    expected = [(c, p.bytes) for c in COLLECTIVES for s in sizes
+                if (p := bandwidth.plan(c, s, 2, 4)) is not None]
+    assert [(r["collective"], r["bytes"]) for r in json_run] == expected
+    assert ("all_reduce", 4) in expected and ("all_gather", 4) not in expected
+    assert ("all_gather", 8) in expected and ("all_gather", 12) not in expected
+
+
+def test_cli_json_values_are_consistent(json_run):
+    for r in json_run:
+        assert JSON_KEYS <= set(r), r
+        split = r["collective"] in SPLIT
+        assert (r["world_size"], r["backend"], r["dtype"]) == (2, "gloo", "float32")
+        assert r["bytes"] == r["count"] * 4 * (2 if split else 1)
+        assert r["time_us"] > 0
+        assert r["algbw"] == pytest.approx(r["bytes"] / r["time_us"] / 1e3)
+        factor = bandwidth.bus_factor(r["collective"], 2)
+        assert r["busbw"] == pytest.approx(r["algbw"] * factor)
+
+
+def test_cli_table_prints_one_block_per_collective():
+    proc = run_bench("--min-bytes", "4", "--max-bytes", "32", "--iters", "2", "--warmup", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    blocks = re.split(r"^# (\w+): world size 2, backend gloo$", proc.stdout, flags=re.M)
+    assert blocks[1::2] == list(COLLECTIVES)  # once each: only rank 0 prints
+    for collective, block in zip(blocks[1::2], blocks[2::2]):
+        rows, average = parse_table(block)
+        assert [size for size, *_ in rows] == ([8, 16, 32] if collective in SPLIT
+                                               else [4, 8, 16, 32])
+        assert average is not None
+        for size, count, dtype, op, root, t, alg, bus in rows:
+            assert dtype == "float" and t > 0
+            assert root == (0 if collective in ("scatter", "gather", "broadcast", "reduce")
+                            else -1)
+            assert op == ("sum" if collective in ("reduce", "all_reduce", "reduce_scatter")
+                          else "none")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--collectives", "all_reduce,allgather"], "allgather"),
+    (["--max-bytes", "12Q"], "12Q"),
+    (["--min-bytes", "1M", "--max-bytes", "1K"], "1048576"),
+    (["--factor", "1"], "factor"),
+    (["--dtype", "float8"], "float8"),
+    (["--op", "avg", "--dtype", "int32"], "avg"),
+    (["--iters", "0"], "--iters"),
+])
+def test_cli_rejects_bad_options(args, message, monkeypatch, capsys):
+    # Options are checked before any process group is made: main() runs here, in-process.
+    from helpers import bench
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(args)
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 2 and out == ""
+    assert "error:" in err and message in err
+
+
+def test_cli_outside_torchrun_says_how_to_run(monkeypatch, capsys):
+    from helpers import bench
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main([])
+    assert exit_info.value.code == 2 and "torchrun" in capsys.readouterr().err
+
+
+def test_parse_size_suffixes():
+    from helpers import bench
+    assert [bench.parse_size(s) for s in ["8", "1K", "1k", "64M", "2G", "4KB"]] == [
+        8, 1024, 1024, 64 * 2**20, 2 * 2**30, 4096]

@@ -1,0 +1,64 @@
+"""What a start cell may ask for: every bad value is refused, named, before any process starts."""
+from __future__ import annotations
+
+import pytest
+
+from helpers import cluster as cl
+from helpers.config import (ClusterConfigError, max_ranks, resolve_config, resolve_debug,
+                            resolve_timeout)
+
+
+@pytest.mark.parametrize("raw", ["0", "four", "-2", "2.5", " 3x"])
+def test_bad_tutorial_ranks_is_named(monkeypatch, raw):
+    monkeypatch.setenv("TUTORIAL_RANKS", raw)
+    with pytest.raises(ClusterConfigError, match=r"TUTORIAL_RANKS must be a positive whole number"):
+        resolve_config(gpu_count=0)
+
+
+def test_rank_limit_is_configurable_and_named(monkeypatch):
+    monkeypatch.delenv("TUTORIAL_MAX_RANKS", raising=False)
+    assert max_ranks() == 16
+    assert resolve_config(16, "gloo", gpu_count=0) == (16, "gloo")
+    with pytest.raises(ClusterConfigError, match=r"17 ranks .* limit of 16 .*TUTORIAL_MAX_RANKS"):
+        resolve_config(17, "gloo", gpu_count=0)
+    monkeypatch.setenv("TUTORIAL_MAX_RANKS", "2")
+    with pytest.raises(ClusterConfigError, match="limit of 2"):
+        resolve_config(3, "gloo", gpu_count=0)
+    monkeypatch.setenv("TUTORIAL_MAX_RANKS", "lots")
+    with pytest.raises(ClusterConfigError, match="TUTORIAL_MAX_RANKS must be"):
+        resolve_config(2, "gloo", gpu_count=0)
+
+
+def test_multi_node_does_not_count_local_gpus(monkeypatch):
+    monkeypatch.delenv("TUTORIAL_RANKS", raising=False)
+    assert resolve_config(8, "nccl", gpu_count=0, multi_node=True) == (8, "nccl")
+    assert resolve_config(8, None, gpu_count=0, multi_node=True) == (8, "nccl")
+
+
+def test_debug_and_timeout_values(monkeypatch):
+    monkeypatch.delenv("TUTORIAL_DEBUG", raising=False)
+    assert resolve_debug(None) == "off"
+    assert resolve_debug("DETAIL") == "detail"
+    monkeypatch.setenv("TUTORIAL_DEBUG", "loud")
+    with pytest.raises(ClusterConfigError, match="debug must be one of detail, off, not 'loud'"):
+        resolve_debug(None)
+    assert resolve_timeout(2.5) == 2.5
+    with pytest.raises(ClusterConfigError, match="positive"):
+        resolve_timeout(-1)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"launcher": "pbs"}, "pbs"),
+    ({"n_ranks": 0}, "positive whole number"),
+    ({"n_ranks": 2, "backend": "nccl"}, "needs one GPU per rank"),
+    ({"n_ranks": 2, "launcher": "local", "interface": "eth7"}, "eth7"),
+    ({"n_ranks": 2, "debug": "verbose"}, "verbose"),
+    ({"n_ranks": 2, "launcher": "slurm"}, "TUTORIAL_IFNAME"),
+    ({"n_ranks": 2, "launcher": "slurm", "interface": "no-such-if0"}, "no-such-if0"),
+])
+def test_start_cluster_refuses_before_starting_anything(kwargs, message, monkeypatch):
+    started = []
+    monkeypatch.setattr(cl.ipp, "Cluster", lambda *a, **k: started.append(k))
+    with pytest.raises(ClusterConfigError, match=message):
+        cl.start_cluster(quiet=True, **kwargs)
+    assert started == []

@@ -1,0 +1,214 @@
+"""Nothing left behind: however a kernel ends, its cluster's processes go.
+
+Each test starts a real kernel (jupyter_client, cwd = the repository), starts a
+2-engine gloo cluster in it, ends the kernel one way or another, and then counts
+the processes that carry the cluster's IPP_CLUSTER_ID: zero within a bounded time.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import psutil
+from jupyter_client import KernelManager
+
+from child import wait_until
+from conftest import REPO
+from helpers.processes import cluster_processes, running
+from helpers.warm import security_dir
+
+GONE_WITHIN_S = 30.0
+START_CELL = """
+import json, os
+from helpers.cluster import start_cluster
+c = start_cluster(2, "gloo", quiet=True)
+print(json.dumps({"cluster_id": c.cluster_id, "kernel_pid": os.getpid()}))
+"""
+
+
+def describe(procs: list[psutil.Process]) -> list[str]:
+    out = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            out.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
+    return out
+
+
+def reapers(cluster_id: str) -> list[psutil.Process]:
+    """The watchdog(s) start_cluster started for this cluster."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            cmd = " ".join(proc.cmdline())
+            if "helpers.reaper" in cmd and cluster_id in cmd and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
+
+
+@contextlib.contextmanager
+def kernel():
+    """A python3 kernel in the repository, with this test run's sandbox environment."""
+    km = KernelManager(kernel_name="python3")
+    # A graceful shutdown/restart runs ipyparallel's atexit stop (seconds on a busy
+    # machine): give it time rather than the default 5 s before the kernel is killed.
+    km.shutdown_wait_time = 60.0
+    km.start_kernel(cwd=str(REPO), env=dict(os.environ))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        with contextlib.suppress(Exception):
+            km.shutdown_kernel(now=True)
+
+
+def run_cell(kc, code: str, timeout_s: float = 180) -> str:
+    """Execute `code`; return its stdout; fail the test on an error."""
+    stdout, errors = [], []
+
+    def hook(msg):
+        kind, content = msg["header"]["msg_type"], msg["content"]
+        if kind == "stream" and content["name"] == "stdout":
+            stdout.append(content["text"])
+        elif kind == "error":
+            errors.append("\n".join(content["traceback"]))
+
+    reply = kc.execute_interactive(code, timeout=timeout_s, output_hook=hook)
+    assert reply["content"]["status"] == "ok" and not errors, "\n".join(errors)
+    return "".join(stdout)
+
+
+def last_json(text: str) -> dict:
+    return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+
+
+def start_in_kernel(kc) -> tuple[str, int]:
+    """Start the cluster in the kernel; check it really has its processes."""
+    info = last_json(run_cell(kc, START_CELL))
+    cluster_id, kernel_pid = info["cluster_id"], info["kernel_pid"]
+    procs = cluster_processes(cluster_id)
+    # controller (+ its schedulers), 2 engines, 2 nannies
+    assert len(procs) >= 5, describe(procs)
+    assert len(reapers(cluster_id)) == 1, "no reaper watches the kernel"
+    return cluster_id, kernel_pid
+
+
+def assert_nothing_left(cluster_id: str, timeout_s: float = GONE_WITHIN_S) -> None:
+    assert wait_until(lambda: cluster_processes(cluster_id) == [], timeout_s), \
+        describe(cluster_processes(cluster_id))
+    assert wait_until(lambda: reapers(cluster_id) == [], timeout_s), \
+        describe(reapers(cluster_id))
+
+
+def test_normal_teardown_leaves_nothing():
+    with kernel() as (_km, kc):
+        cluster_id, _ = start_in_kernel(kc)
+        run_cell(kc, "c.stop()")
+        # stop() ends the processes itself: nothing to wait for
+        assert cluster_processes(cluster_id) == [], describe(cluster_processes(cluster_id))
+        assert_nothing_left(cluster_id, timeout_s=10)
+        assert not list(security_dir().glob(f"*{cluster_id}*")), "cluster files left"
+
+
+def test_kernel_shutdown_without_stop_leaves_nothing():
+    with kernel() as (km, kc):
+        cluster_id, _ = start_in_kernel(kc)
+        km.shutdown_kernel(now=False)
+        assert not km.is_alive()
+    assert_nothing_left(cluster_id)
+    assert not list(security_dir().glob(f"*{cluster_id}*")), "cluster files left"
+
+
+def test_kernel_restart_leaves_nothing_and_the_new_kernel_has_no_cluster():
+    with kernel() as (km, kc):
+        cluster_id, old_pid = start_in_kernel(kc)
+        km.restart_kernel(now=False)
+        kc.wait_for_ready(timeout=120)
+        state = last_json(run_cell(kc, (
+            "import json, os\n"
+            "from helpers import cluster as cl\n"
+            "print(json.dumps({'pid': os.getpid(), 'current': repr(cl._current)}))")))
+        assert km.is_alive() and state["pid"] != old_pid
+        assert state["current"] == "None"
+        assert_nothing_left(cluster_id)
+        assert not list(security_dir().glob(f"*{cluster_id}*")), "cluster files left"
+        # no other cluster belongs to the new kernel either
+        owned = [p for p in psutil.process_iter()
+                 if _env(p).get("TUTORIAL_OWNER_PID") == str(state["pid"])]
+        assert owned == [], describe(owned)
+
+
+def _env(proc: psutil.Process) -> dict:
+    try:
+        return proc.environ()
+    except psutil.Error:
+        return {}
+
+
+def test_sigkilled_kernel_leaves_nothing():
+    with kernel() as (km, kc):
+        cluster_id, kernel_pid = start_in_kernel(kc)
+        os.kill(kernel_pid, signal.SIGKILL)
+        assert wait_until(lambda: not km.is_alive(), 10)
+        assert_nothing_left(cluster_id)
+
+
+ANOTHER_START = """
+import json
+from helpers.cluster import start_cluster
+c = start_cluster(2, "gloo", quiet=True)
+print(json.dumps({"cluster_id": c.cluster_id}), flush=True)
+c.stop()
+"""
+
+
+def test_sigkilled_kernel_and_reaper_orphans_are_ended_by_the_next_start():
+    with kernel() as (km, kc):
+        cluster_id, kernel_pid = start_in_kernel(kc)
+        (reaper,) = reapers(cluster_id)
+        reaper.kill()   # the watchdog first, so nobody cleans up behind the kernel
+        # not our child: it stays a zombie of the kernel until the kernel goes
+        assert wait_until(lambda: not running(reaper), 10)
+        os.kill(kernel_pid, signal.SIGKILL)
+        assert wait_until(lambda: not km.is_alive(), 10)
+        # with kernel and reaper gone, the processes are orphans: still there
+        assert len(cluster_processes(cluster_id)) >= 5, describe(cluster_processes(cluster_id))
+
+    proc = subprocess.run([sys.executable, "-c", ANOTHER_START], cwd=REPO, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    other_id = last_json(proc.stdout)["cluster_id"]
+    assert other_id != cluster_id
+    assert wait_until(lambda: cluster_processes(cluster_id) == [], GONE_WITHIN_S), \
+        describe(cluster_processes(cluster_id))
+    assert cluster_processes(other_id) == []
+
+
+
+KILLED_CHILD = """
+import json, time
+from helpers.cluster import start_cluster
+c = start_cluster(2, "gloo", quiet=True)
+print(json.dumps({"cluster_id": c.cluster_id}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_kernels_cluster_file_goes_too():
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_CHILD], cwd=REPO, env=dict(os.environ),
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        cluster_id = json.loads(proc.stdout.readline())["cluster_id"]
+        assert (security_dir() / f"cluster-{cluster_id}.json").exists()
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert_nothing_left(cluster_id)
+    assert not list(security_dir().glob(f"*{cluster_id}*")), \
+        [f.name for f in security_dir().glob(f"*{cluster_id}*")]

@@ -1,0 +1,156 @@
+"""Notebook 11 (bandwidth), executed at 2 gloo ranks on small sizes, and its helpers.
+
+The saved rows must cover the eight collectives at the sizes asked, with nccl-tests'
+algbw/busbw relations; the notebook must print the tables, draw the plots, pass its
+self-checks and show the progress bar's final line once, without '\\r' residue.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import NOTEBOOKS
+from helpers.bandwidth_plots import check_factors, grade_prediction, plot_busbw, plot_latency
+from helpers.sweep import DisplayBar
+from notebook_runner import execute, notebook_text, png_count
+
+NB = NOTEBOOKS / "11_bandwidth.ipynb"
+ALL = ("scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
+       "reduce_scatter", "all_to_all")
+SPLIT = ("scatter", "gather", "all_gather", "reduce_scatter", "all_to_all")
+N = 2
+MIN_BYTES, MAX_BYTES = 8, 64 * 1024
+# Doubling from 8 B: 8, 16, ..., 64 KiB. On 2 ranks every float32 piece is >= 1 element
+# and every size is a multiple of 2 * 4 bytes, so no size is skipped or rounded.
+SIZES = [MIN_BYTES << k for k in range(14)]
+# busbw / algbw by hand for 2 ranks: 2(n-1)/n, 1, (n-1)/n.
+FACTOR = {"all_reduce": 1.0, "broadcast": 1.0, "reduce": 1.0, **{c: 0.5 for c in SPLIT}}
+
+
+def _outputs(nb) -> list[dict]:
+    return [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs]
+
+
+@pytest.mark.notebook
+def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
+    assert SIZES[-1] == MAX_BYTES
+    results = tmp_path / "results"
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
+    nb = execute(NB, tmp_path, n_ranks=N, min_bytes=MIN_BYTES, max_bytes=MAX_BYTES,
+                 iters=2, warmup=1, hand_bytes=4096)
+
+    rows = json.loads((results / "11_bandwidth.json").read_text())
+    assert {r["collective"] for r in rows} == set(ALL)
+    for collective in ALL:
+        mine = [r for r in rows if r["collective"] == collective]
+        assert sorted(r["bytes"] for r in mine) == SIZES, collective
+        for r in mine:
+            per_rank = r["bytes"] // 4 // (N if collective in SPLIT else 1)
+            assert r["count"] == per_rank, (collective, r["bytes"])
+            assert r["world_size"] == N and r["backend"] == "gloo" and r["dtype"] == "float32"
+            assert r["time_us"] > 0
+            assert r["algbw"] == pytest.approx(r["bytes"] / (r["time_us"] * 1e-6) / 1e9)
+            assert r["busbw"] == pytest.approx(r["algbw"] * FACTOR[collective])
+
+    text = notebook_text(nb)
+    for collective in ALL:
+        assert f"# {collective}: world size {N}, backend gloo" in text
+    assert re.search(r"#\s+size\s+count\s+type\s+redop\s+root\s+time\s+algbw\s+busbw", text)
+    for r in rows:  # every saved row is a line of a printed table
+        assert re.search(rf"^\s*{r['bytes']}\s+{r['count']}\s+float\s", text, flags=re.M), r
+    assert text.count("# Avg bus bandwidth") == len(ALL)
+    assert png_count(nb) >= 2
+    assert "✓" in text and "✗" not in text
+    for rank in range(N):
+        assert f"rank {rank} ✓" in text
+    assert "All three right!" in text
+    assert "helpers.bench.measure" in text and "by hand" in text
+
+    # The progress bar: one display output holding its final line, nothing else.
+    total = len(ALL) * len(SIZES)
+    final = f"sweep: {total}/{total} points done in "
+    assert text.count(final) == 1, "the bar's final text, exactly once"
+    assert text.count("sweep:") == 1, "one bar line, not one per update"
+    bars = [o for o in _outputs(nb) if "sweep:" in o.get("data", {}).get("text/plain", "")]
+    assert len(bars) == 1 and bars[0]["output_type"] == "display_data"
+    assert not any("\r" in (o.get("text", "") + o.get("data", {}).get("text/plain", ""))
+                   for o in _outputs(nb)), "carriage-return residue in an output"
+
+
+# ------------------------------------------------------------------ helpers, no engines
+
+def _row(collective: str, size: int, time_us: float, factor: float) -> dict:
+    algbw = size / time_us / 1e3
+    return {"collective": collective, "world_size": 4, "backend": "gloo", "dtype": "float32",
+            "op": None, "root": None, "bytes": size, "count": size // 16,
+            "time_us": time_us, "algbw": algbw, "busbw": algbw * factor}
+
+
+def test_check_factors_marks_a_wrong_factor(capsys):
+    rows = [_row("all_gather", 1024, 10.0, 0.75), _row("all_reduce", 1024, 10.0, 1.5)]
+    assert check_factors(rows, {"all_gather": 0.75, "all_reduce": 1.5})
+    assert capsys.readouterr().out.count("✓") == 2
+    rows.append(_row("all_reduce", 2048, 10.0, 0.75))  # half the right busbw
+    assert not check_factors(rows, {"all_gather": 0.75, "all_reduce": 1.5})
+    out = capsys.readouterr().out
+    assert re.search(r"all_reduce\s+✗.*1 of 2 rows", out) and "all_gather      ✓" in out
+
+
+def test_grade_prediction_asks_then_grades(capsys):
+    row = _row("all_gather", 992, 5.0, 0.75)  # 62 elements per rank on 4 ranks
+    assert not grade_prediction({"bytes": ..., "count": 62, "busbw / algbw": 0.75}, row)
+    assert "✎" in capsys.readouterr().out
+    assert not grade_prediction({"bytes": 1000, "count": 62, "busbw / algbw": 0.75}, row)
+    out = capsys.readouterr().out
+    assert re.search(r"bytes\s+✗", out) and re.search(r"count\s+✓", out)
+    assert grade_prediction({"bytes": 992, "count": 248 // 4, "busbw / algbw": 3 / 4}, row)
+    assert "✗" not in capsys.readouterr().out
+
+
+def test_plots_mark_the_peak_and_skip_zero_busbw():
+    rows = [_row(c, 8 << k, 5.0 + k, f) for c, f in (("broadcast", 1.0), ("all_reduce", 1.5))
+            for k in range(6)]
+    rows.append({**_row("all_reduce", 1 << 20, 1.0, 1.0), "busbw": 0.0})  # 1 rank
+    fig = plot_busbw(rows)
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert any("peak: all_reduce" in t and "256 B" in t for t in labels), labels
+    assert len(fig.axes[0].get_legend().get_texts()) == 2
+    assert max(x for line in fig.axes[0].get_lines() for x in line.get_xdata()) == 256
+    small = plot_latency(rows, max_bytes=64)
+    xs = {x for line in small.axes[0].get_lines() for x in line.get_xdata()}
+    assert xs == {8, 16, 32, 64}
+
+
+class _Handle:
+    def __init__(self, shown: list):
+        self.shown = shown
+
+    def update(self, obj, raw=False):
+        self.shown.append(obj)
+
+
+def test_display_bar_updates_one_output_and_prints_nothing(monkeypatch, capsys):
+    import IPython.display
+
+    shown: list = []
+    calls = []
+
+    def fake_display(obj, raw=False, display_id=None):
+        calls.append(display_id)
+        shown.append(obj)
+        return _Handle(shown)
+
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    bar = DisplayBar(total=3, desc="sweep", unit="point", mininterval=0)
+    for _ in range(3):
+        bar.update()
+    bar.close()
+    assert calls == [True], "one display output, updated in place"
+    assert all(set(obj) == {"text/plain"} for obj in shown)
+    assert shown[0]["text/plain"].startswith("sweep:   0%")
+    assert any(t["text/plain"].startswith("sweep: 100%|██████████| 3/3") for t in shown)
+    assert shown[-1]["text/plain"].startswith("sweep: 3/3 points done in 00:0")
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
