@@ -103,6 +103,7 @@ def end_orphans() -> int:
     if orphans:
         end_processes(orphans)
     for cluster_id, ipython_dir in clusters:
-        if cluster_id:
+        # A warm cluster's name is reused: keep the files of a live cluster of that name.
+        if cluster_id and not cluster_processes(cluster_id):
             forget_cluster_files(cluster_id, ipython_dir)
     return len(orphans)

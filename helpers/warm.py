@@ -140,8 +140,11 @@ def keep(cluster_id: str, idle_s: float, start_grace_s: float = 180.0) -> None:
 def stop_warm_clusters() -> list[str]:
     """End every warm cluster of this IPYTHONDIR now; return their ids."""
     stopped = []
-    for path in sorted(security_dir().glob(f"cluster-{PREFIX}-*.json")):
-        cluster_id = path.stem.removeprefix("cluster-")
+    folder = security_dir()
+    # By cluster file, and by lease file: a cluster may have lost its file, not its lease.
+    ids = {p.stem.removeprefix("cluster-") for p in folder.glob(f"cluster-{PREFIX}-*.json")}
+    ids |= {p.stem for p in folder.glob(f"{PREFIX}-*.lock") if cluster_processes(p.stem)}
+    for cluster_id in sorted(ids):
         lease = Lease(cluster_id)
         lease.acquire(wait_s=5.0)  # wait for a notebook that is finishing; then go anyway
         try:

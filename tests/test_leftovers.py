@@ -212,3 +212,34 @@ def test_a_killed_kernels_cluster_file_goes_too():
     assert_nothing_left(cluster_id)
     assert not list(security_dir().glob(f"*{cluster_id}*")), \
         [f.name for f in security_dir().glob(f"*{cluster_id}*")]
+
+
+def test_orphan_sweep_keeps_the_files_of_a_live_cluster_of_the_same_name(tmp_path):
+    """A warm cluster's name is reused: ending the old one's orphans must not forget the new."""
+    from helpers.processes import end_orphans
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    folder = tmp_path / "profile_default" / "security"
+    folder.mkdir(parents=True)
+    cluster_file = folder / "cluster-same-name.json"
+    cluster_file.write_text("{}")
+    env = dict(os.environ, IPP_CLUSTER_ID="same-name", IPYTHONDIR=str(tmp_path))
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    orphan = subprocess.Popen(sleeper, env={**env, "TUTORIAL_OWNER_PID": str(gone.pid)})
+    live = subprocess.Popen(sleeper, env={**env, "TUTORIAL_OWNER_PID": str(os.getpid())})
+    try:
+        assert wait_until(lambda: len(cluster_processes("same-name")) == 2, 10)
+        assert end_orphans() == 1
+        assert orphan.wait(timeout=10) is not None and live.poll() is None
+        assert cluster_file.exists(), "the live cluster's file was removed"
+        live.kill()
+        live.wait(timeout=10)
+        second = subprocess.Popen(sleeper, env={**env, "TUTORIAL_OWNER_PID": str(gone.pid)})
+        assert wait_until(lambda: len(cluster_processes("same-name")) == 1, 10)
+        assert end_orphans() == 1 and second.wait(timeout=10) is not None
+        assert not cluster_file.exists(), "an orphaned cluster's file should go with it"
+    finally:
+        for proc in (orphan, live):
+            if proc.poll() is None:
+                proc.kill()
