@@ -49,7 +49,7 @@ class TutorialCluster:
     """A running set of engines, one per rank, joined in one process group."""
 
     def __init__(self, ipp_cluster: ipp.Cluster, client: ipp.Client, backend: str,
-                 ranks: list[RankInfo], timeout_s: float, owner: subprocess.Popen,
+                 ranks: list[RankInfo], timeout_s: float, owner: subprocess.Popen | None,
                  launcher: str = "local", debug: str = "off",
                  lease: warm_start.Lease | None = None, reused: bool = False):
         self._ipp_cluster = ipp_cluster
@@ -59,7 +59,7 @@ class TutorialCluster:
         self.timeout_s = timeout_s
         self.launcher = launcher
         self.debug = debug
-        self._owner = owner      # the reaper (cold) or the keeper (warm)
+        self._owner = owner      # the reaper; a warm cluster's keeper is not ours to end
         self._lease = lease      # held while this notebook uses a warm cluster
         self.reused = reused     # True: a warm cluster's engines, not new ones
         self.stopped = False
@@ -329,19 +329,8 @@ def _take_warm_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
         warm_start.discard(cluster_id)   # broken or half-gone: a new one takes its place
         lease.release()
         return None
-    keeper = _Keeper()
-    return TutorialCluster(ipp_cluster, client, backend, ranks, timeout_s, keeper,
+    return TutorialCluster(ipp_cluster, client, backend, ranks, timeout_s, None,
                            launcher="local", debug=debug, lease=lease, reused=True)
-
-
-class _Keeper:
-    """Stands for the keeper process of a warm cluster another kernel started."""
-    pid = -1
-
-    def terminate(self) -> None: ...
-
-    def wait(self, timeout: float | None = None) -> int:
-        return 0
 
 
 def _configure_px(client: ipp.Client) -> None:
