@@ -3,7 +3,7 @@
     cluster = start_cluster()          # 4 CPU ranks on gloo, or one rank per GPU on NCCL
     %%px                               # every cell now runs on every rank
     ...
-    cluster.gather("before", "after")  # values from every rank, in rank order
+    cluster.pull("before", "after")  # values from every rank, in rank order
     cluster.stop()
 
 Settings and their environment variables: helpers/config.py. Launchers (local,
@@ -81,7 +81,7 @@ class TutorialCluster:
         """Engine ids in rank order (an engine id is not a rank)."""
         return [info.engine_id for info in self.ranks]
 
-    def gather(self, *names: str) -> list[dict[str, Any]]:
+    def pull(self, *names: str) -> list[dict[str, Any]]:
         """Bring named engine variables to the notebook: one dict per rank, in rank order.
 
         Tensors arrive as {"values": nested list, "dtype": ..., "device": ...}.

@@ -42,7 +42,7 @@ def check_all_reduce(n_gpus: int) -> None:
                      "dist.all_reduce(t)\n"
                      "torch.cuda.synchronize()\n"
                      "nccl_version = '.'.join(map(str, torch.cuda.nccl.version()))", block=True)
-        states = cluster.gather("t", "nccl_version")
+        states = cluster.pull("t", "nccl_version")
     expected = [n_gpus * (n_gpus + 1) / 2] * 4
     for s in states:
         t = s["t"]

@@ -28,7 +28,7 @@ def pair_records(cluster: Any, pairs: Sequence[tuple[int, int]], sent: str = "ou
     Rank src contributes its `sent` buffer, rank dst its `received` buffer; the
     other ranks take no part in that pair (tensor null).
     """
-    states = cluster.gather(before, after)
+    states = cluster.pull(before, after)
     records = []
     for src, dst in pairs:
         if src == dst:
@@ -82,7 +82,7 @@ def received_by_rank(records: Sequence[dict], world_size: int) -> list[dict]:
 
 def plot_exchange(cluster: Any, title: str, before: str = "before", after: str = "after"):
     """Every rank's buffers before → after an exchange, one panel per rank."""
-    states = cluster.gather(before, after)
+    states = cluster.pull(before, after)
     tensor = first_tensor([s[before] for s in states])
     return plots.plot_states(
         "batch_isend_irecv", [plain_values(s[before]) for s in states],

@@ -69,7 +69,7 @@ def make_record(cluster: Any, collective: str, params: dict | None = None,
     `params` holds src/dst/op as the reader passed them; a ReduceOp becomes its
     name ("SUM").
     """
-    states = [{"before": s[before], "after": s[after]} for s in cluster.gather(before, after)]
+    states = [{"before": s[before], "after": s[after]} for s in cluster.pull(before, after)]
     return record_from_states(cluster, collective, params, states)
 
 

@@ -148,7 +148,7 @@ def ring_model(data: Any) -> RingTrace:
 
 def gathered_states(cluster: Any, name: str = "states") -> np.ndarray:
     """(steps, rank, elements): the list `name` of tensors every rank kept, one per step."""
-    per_rank = cluster.gather(name)
+    per_rank = cluster.pull(name)
     arrays = [np.array([plain_values(t) for t in r[name]], dtype=np.float64) for r in per_rank]
     lengths = {a.shape for a in arrays}
     if len(lengths) != 1:

@@ -100,7 +100,7 @@ def probe_records(cluster: Any, collective: str, name: str = "probe"
                   ) -> tuple[list[dict], dict[str, str]]:
     """One collective's probe, stored by every rank under "OP/dtype" in `name`:
     records of the calls the backend accepted, and {"OP/dtype": error} for the rest."""
-    per_rank = [state[name] for state in cluster.gather(name)]
+    per_rank = [state[name] for state in cluster.pull(name)]
     records, refused = [], {}
     for key in per_rank[0]:
         op, dtype = key.split("/")
@@ -169,7 +169,7 @@ def support_matrix(cluster: Any, name: str = "outcomes", seconds: str = "probe_s
     """
     import torch
 
-    states = cluster.gather(name, seconds)
+    states = cluster.pull(name, seconds)
     info = {"torch": torch.__version__,
             "probe_seconds": round(max(s[seconds] for s in states), 3)}
     if cluster.backend == "nccl":

@@ -106,7 +106,7 @@ def test_ranks_are_positions_in_order_and_stop_leaves_nothing(n):
         assert cluster.engine_ids == sorted(cluster.client.ids)
         cluster.client.direct_view(cluster.engine_ids).execute(
             "me = (dist.get_rank(), dist.get_world_size(), str(device), rank)", block=True)
-        states = cluster.gather("me")
+        states = cluster.pull("me")
         assert [s["rank"] for s in states] == list(range(n))
         assert [s["me"] for s in states] == [[r, n, "cpu", r] for r in range(n)]
         assert len(cluster_processes(cluster_id)) >= n + 1  # controller + engines
@@ -123,7 +123,7 @@ def test_restart_replaces_the_previous_cluster():
         assert first.stopped and cluster_processes(first.cluster_id) == []
         assert second.world_size == 3 and not second.stopped
         with pytest.raises(RuntimeError, match="stopped"):
-            first.gather("rank")
+            first.pull("rank")
     finally:
         second.stop()
     assert ipp_processes() == []
@@ -133,7 +133,7 @@ def test_context_manager_stops_and_collectives_work():
     with start_cluster(n_ranks=3, backend="gloo", quiet=True) as cluster:
         cluster.client.direct_view(cluster.engine_ids).execute(
             "t = torch.tensor([rank + 1.0]); dist.all_reduce(t)", block=True)
-        assert [s["t"] for s in cluster.gather("t")] == [
+        assert [s["t"] for s in cluster.pull("t")] == [
             {"values": [6.0], "dtype": "float32", "device": "cpu"}] * 3
         cluster_id = cluster.cluster_id
     assert cluster.stopped and cluster_processes(cluster_id) == []
@@ -142,7 +142,7 @@ def test_context_manager_stops_and_collectives_work():
 def test_gather_of_a_missing_name_is_a_clear_error():
     with start_cluster(n_ranks=2, backend="gloo", quiet=True) as cluster:
         with pytest.raises(Exception, match="no variable named 'nothing_here'"):
-            cluster.gather("nothing_here")
+            cluster.pull("nothing_here")
 
 
 def test_every_listening_socket_is_on_loopback():

@@ -189,6 +189,6 @@ def test_bad_lists_error_on_the_root_in_bounded_time_then_a_restart_works(case):
         cluster = start_cluster(N_RANKS, "gloo", timeout_s=5, quiet=True)  # re-run
         view = cluster.client.direct_view(cluster.engine_ids)
         view.execute("t = torch.ones(2); dist.all_reduce(t)", block=True)
-        assert all(s["t"]["values"] == [3.0, 3.0] for s in cluster.gather("t"))
+        assert all(s["t"]["values"] == [3.0, 3.0] for s in cluster.pull("t"))
     finally:
         cluster.stop()

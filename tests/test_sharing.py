@@ -172,7 +172,7 @@ c = start_cluster(2, "gloo", quiet=True)
 c.client.direct_view(c.engine_ids).execute(
     "t = torch.ones(4) * (rank + 1); dist.all_reduce(t); dist.barrier()", block=True)
 say(cluster_id=c.cluster_id, pids=[r.pid for r in c.ranks],
-    t=[s["t"]["values"] for s in c.gather("t")])
+    t=[s["t"]["values"] for s in c.pull("t")])
 sys.stdin.readline()                       # hold the cluster until told
 c.stop()
 say(stopped=True)

@@ -35,7 +35,7 @@ def report(c, **extra):
     view.execute("t = torch.tensor([rank + 1.0]); dist.all_reduce(t)", block=True)
     say(cluster_id=c.cluster_id, reused=c.reused, warm=c.warm,
         pids=[r.pid for r in c.ranks],
-        t=[s["t"]["values"] for s in c.gather("t")], **extra)
+        t=[s["t"]["values"] for s in c.pull("t")], **extra)
 """
 
 
@@ -69,7 +69,7 @@ def children():
 START_AND_STOP = """
 c = start_cluster(2, "gloo", warm=True, quiet=True)
 c.client.direct_view(c.engine_ids).execute("secret = 42", block=True)
-report(c, secret=[s["secret"] for s in c.gather("secret")])
+report(c, secret=[s["secret"] for s in c.pull("secret")])
 c.stop()
 say(stopped=True)
 """
@@ -77,7 +77,7 @@ say(stopped=True)
 REUSE = """
 c = start_cluster(2, "gloo", warm=True, quiet=True)
 c.client.direct_view(c.engine_ids).execute("present = 'secret' in dir()", block=True)
-report(c, present=[s["present"] for s in c.gather("present")])
+report(c, present=[s["present"] for s in c.pull("present")])
 c.stop()
 say(stopped=True)
 """
