@@ -170,7 +170,7 @@ def fake_cluster(world_size: int) -> SimpleNamespace:
 
 
 def tensors(state: dict, dtype: str) -> dict:
-    """A state as cluster.gather brings it: tensors as {"values", "dtype", "device"}."""
+    """A state as cluster.pull brings it: tensors as {"values", "dtype", "device"}."""
     def one(values):
         return {"values": values, "dtype": dtype, "device": "cpu"}
     return {k: None if v is None else [one(x) for x in v] if k in models.LIST_ARGS else one(v)
