@@ -1,0 +1,68 @@
+"""A check's verdict, rank by rank, that shows itself: a cell ends with it, no `;`.
+
+    report = Report("all_reduce against the NumPy model")
+    report.add(0, True, "tensor [64.0]")       # → "rank 0 ✓  tensor [64.0]"
+    report.note("All ranks right!")            # a line with no verdict
+    report                                     # the notebook displays the lines
+
+Used by every notebook's self-check (✓/✗ per rank) and exercise check (00–19).
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+MARKS = {True: "✓", False: "✗", None: "✎"}   # ✎: nothing to check yet (an empty exercise)
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    rank: int | None = None
+    ok: bool | None = None
+
+    def __str__(self) -> str:
+        if self.rank is None:
+            return self.text
+        return f"rank {self.rank} {MARKS[self.ok]}  {self.text}".rstrip()
+
+
+@dataclass
+class Report:
+    """Lines of a check; `oks` holds the verdict of each rank line, in order."""
+
+    title: str | None = None
+    lines: list[Line] = field(default_factory=list)
+
+    def add(self, rank: int, ok: bool | None, text: str = "") -> "Report":
+        self.lines.append(Line(text, rank, ok))
+        return self
+
+    def note(self, text: str) -> "Report":
+        self.lines.append(Line(text))
+        return self
+
+    @property
+    def oks(self) -> list[bool | None]:
+        return [line.ok for line in self.lines if line.rank is not None]
+
+    @property
+    def all_ok(self) -> bool:
+        """True when there is at least one rank line and every one is ✓."""
+        return bool(self.oks) and all(ok is True for ok in self.oks)
+
+    def __str__(self) -> str:
+        head = [self.title] if self.title else []
+        return "\n".join(head + [str(line) for line in self.lines])
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        colour = {True: "#1a7f37", False: "#cf222e", None: "#6e7781"}
+        rows = []
+        if self.title:
+            rows.append(f"<b>{html.escape(self.title)}</b>")
+        for line in self.lines:
+            style = f' style="color:{colour[line.ok]}"' if line.rank is not None else ""
+            rows.append(f"<span{style}>{html.escape(str(line))}</span>")
+        return '<pre class="nccl-report">' + "\n".join(rows) + "</pre>"
