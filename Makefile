@@ -46,13 +46,13 @@ install-mpi: $(INSTALLED)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check mpi4py==4.1.2
 
 html: $(INSTALLED)
-	$(PYTHON) -m helpers.build $(if $(WARM),--warm)
+	$(PYTHON) -m tools.build $(if $(WARM),--warm)
 
 slides: html
-	$(PYTHON) -m helpers.classroom slides
+	$(PYTHON) -m tools.classroom slides
 
 student: $(INSTALLED)
-	$(PYTHON) -m helpers.classroom student
+	$(PYTHON) -m tools.classroom student
 
 test: $(INSTALLED)
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
@@ -66,7 +66,7 @@ lab: $(INSTALLED)
 	$(PYTHON) -m jupyterlab notebooks
 
 gpu-check: $(INSTALLED)
-	$(PYTHON) -m helpers.gpu_check
+	$(PYTHON) -m tools.gpu_check
 
 images: $(INSTALLED)
 	$(PYTHON) -c 'import sys; from helpers.diagrams import main; sys.exit(main())'

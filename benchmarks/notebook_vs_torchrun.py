@@ -4,7 +4,7 @@
 
 Measured, interleaved (A, B then B, A per repeat) so that drift hits both paths alike;
 bandwidth and latency first (only the notebook path's cluster running), then start-up:
-  busbw      all_reduce of 64 MiB: helpers.bench.measure applied on the engines of a
+  busbw      all_reduce of 64 MiB: helpers.bench.measurement.measure applied on the engines of a
              cluster started with debug="off", against
              `torchrun ... -m helpers.bench --json --collectives all_reduce` (target ≥ 0.95);
   latency    time per call of a 1-element (4-byte float32) all_reduce, same two paths
@@ -13,7 +13,7 @@ bandwidth and latency first (only the notebook path's cluster running), then sta
              `start_cluster` + one all_reduce, cold and warm (taking over the warm
              cluster a previous process left; it idles meanwhile), against the wall
              time of `torchrun --standalone` of benchmarks/torchrun_all_reduce.py;
-  --html     `python -m helpers.build --force` over the whole series, with and without
+  --html     `python -m tools.build --force` over the whole series, with and without
              --warm (about 4 min each on 2 cores; off by default; --html-repeats,
              --html-notebooks to choose how often and which).
 Medians, ratios to torchrun: printed, and written to build/bench/notebook_vs_torchrun.json
@@ -53,8 +53,8 @@ def torchrun_bench(n: int, size: str, iters: int, warmup: int) -> dict:
 
 
 def notebook_bench(cluster: Any, size_bytes: int, iters: int, warmup: int) -> dict:
-    """helpers.bench.measure applied on every engine, as notebook 11 does."""
-    from helpers.bench import measure
+    """helpers.bench.measurement.measure applied on every engine, as notebook 11 does."""
+    from helpers.bench.measurement import measure
 
     view = cluster.client[cluster.engine_ids]
     return view.apply_async(measure, "all_reduce", size_bytes, "float32", "sum",
@@ -85,7 +85,7 @@ def cluster_start(n: int, warm: bool) -> dict:
 def child(kind: str, n: int) -> None:
     """In the fresh process: what a notebook's start cell and first %%px cell do."""
     t0 = time.perf_counter()
-    from helpers.cluster import start_cluster
+    from helpers.runtime.cluster import start_cluster
 
     cluster = start_cluster(n, "gloo", quiet=True, warm=kind == "warm")
     t_started = time.perf_counter()
@@ -99,10 +99,10 @@ def child(kind: str, n: int) -> None:
 
 
 def html_build(warm: bool, build_root: Path, notebooks: tuple[str, ...] = ()) -> dict:
-    """`python -m helpers.build --force [--warm] [notebooks]` into a build folder of its own."""
+    """`python -m tools.build --force [--warm] [notebooks]` into a build folder of its own."""
     env = dict(os.environ, TUTORIAL_BUILD_DIR=str(build_root / ("warm" if warm else "cold")))
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "helpers.build", "--force",
+    proc = subprocess.run([sys.executable, "-m", "tools.build", "--force",
                            *(["--warm"] if warm else []), *notebooks], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=3600)
     return {"seconds": time.perf_counter() - t0, "rc": proc.returncode,
@@ -179,7 +179,7 @@ def main() -> int:
     parser.add_argument("--lat-iters", type=int, default=200, help="4 B: timed calls")
     parser.add_argument("--lat-warmup", type=int, default=20)
     parser.add_argument("--html", action="store_true",
-                        help="also time `python -m helpers.build --force` with/without --warm")
+                        help="also time `python -m tools.build --force` with/without --warm")
     parser.add_argument("--html-repeats", type=int, default=1,
                         help="builds per mode with --html (default 1)")
     parser.add_argument("--html-notebooks", nargs="*", default=[],
@@ -193,9 +193,9 @@ def main() -> int:
     ipython_dir = tempfile.mkdtemp(prefix="nb-vs-torchrun-ipython-")
     os.environ["IPYTHONDIR"] = ipython_dir  # our clusters only: never a user's warm one
     os.environ.pop("TUTORIAL_WARM_START", None)
-    from helpers.cluster import start_cluster
+    from helpers.runtime.cluster import start_cluster
     from helpers.results import build_dir
-    from helpers.warm import stop_warm_clusters
+    from helpers.runtime.warm import stop_warm_clusters
 
     n = args.ranks
     runs: dict[str, dict[str, list[float]]] = {

@@ -6,8 +6,8 @@ and the code shipped to engines do not pay for matplotlib and ipyparallel.
 from importlib import import_module
 
 _WHERE = {
-    "ClusterConfigError": "helpers.config", "TutorialCluster": "helpers.cluster",
-    "start_cluster": "helpers.cluster", "load_diagram": "helpers.diagrams",
+    "ClusterConfigError": "helpers.runtime.config", "TutorialCluster": "helpers.runtime.cluster",
+    "start_cluster": "helpers.runtime.cluster", "load_diagram": "helpers.diagrams",
     "show_diagram": "helpers.diagrams", "rank_table": "helpers.display",
     "plot_barrier": "helpers.display", "check_prediction": "helpers.models",
     "report": "helpers.models", "plot_record": "helpers.plots",

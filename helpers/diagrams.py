@@ -33,7 +33,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangl
 import matplotlib.colors as mcolors
 
 from . import plots
-from .files import atomic_write
+from helpers.runtime.files import atomic_write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 IMAGES_DIR = REPO_ROOT / "images"

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from helpers.files import atomic_write
+from helpers.runtime.files import atomic_write
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 import psutil
 import pytest
 
-from helpers.cluster import end_processes  # noqa: F401  (used by the tests)
+from helpers.runtime.cluster import end_processes  # noqa: F401  (used by the tests)
 
 CHROMIUM = Path("/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",

@@ -18,7 +18,7 @@ from conftest import REPO
 CHILD_TIMEOUT_S = 240.0   # one cluster start on a busy 2-core machine, with room to spare
 PRELUDE = """
 import json, os, sys
-from helpers.cluster import start_cluster
+from helpers.runtime.cluster import start_cluster
 
 def say(**values):
     print(json.dumps(values), flush=True)

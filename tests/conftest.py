@@ -22,6 +22,8 @@ os.environ.pop("TUTORIAL_RANKS", None)
 os.environ.pop("TUTORIAL_BACKEND", None)
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:   # tools/ is not installed: it runs from the checkout
+    sys.path.insert(0, str(REPO))
 NOTEBOOKS = REPO / "notebooks"
 
 

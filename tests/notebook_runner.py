@@ -9,7 +9,7 @@ import nbformat
 def execute(notebook: Path, out_dir: Path, cell_timeout_s: int = 600,
             **parameters) -> nbformat.NotebookNode:
     """Run `notebook` with papermill, `parameters` injected; return the executed copy."""
-    from helpers.execute import run_notebook
+    from tools.execute import run_notebook
 
     out = out_dir / f"{notebook.stem}-{'-'.join(f'{k}{v}' for k, v in parameters.items()) or 'default'}.ipynb"
     run_notebook(notebook, out, parameters, cell_timeout_s=cell_timeout_s)

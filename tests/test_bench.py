@@ -1,4 +1,4 @@
-"""helpers.bandwidth (nccl-tests' formulas) and helpers.bench (the timing, and its CLI)."""
+"""helpers.bench.nccl_tests (nccl-tests' formulas) and helpers.bench (the timing, and its CLI)."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import bandwidth
-from helpers.bandwidth import COLLECTIVES
+from helpers.bench import nccl_tests as bandwidth
+from helpers.bench.nccl_tests import COLLECTIVES
 
 REPO = Path(__file__).resolve().parents[1]
 SPLIT = ("scatter", "gather", "all_gather", "reduce_scatter", "all_to_all")
@@ -206,7 +206,7 @@ def world_of_one():
 
 
 def test_measure_needs_a_process_group():
-    from helpers import bench
+    from helpers.bench import measurement as bench
     with pytest.raises(RuntimeError, match="init_process_group"):
         bench.measure("all_reduce", 8)
 
@@ -214,13 +214,13 @@ def test_measure_needs_a_process_group():
 @pytest.mark.parametrize("kwargs, bad", [({"dtype": "float"}, "float"), ({"op": "mean"}, "mean"),
                                          ({"dtype": "int32", "op": "avg"}, "avg")])
 def test_measure_names_bad_dtype_and_op(kwargs, bad):
-    from helpers import bench
+    from helpers.bench import measurement as bench
     with pytest.raises(ValueError, match=re.escape(repr(bad)) + ".*"):
         bench.check_options(**{"dtype": "float32", "op": "sum", **kwargs})
 
 
 def test_measure_and_sweep_on_one_rank(world_of_one):
-    from helpers import bench
+    from helpers.bench import measurement as bench
     result = bench.measure("all_reduce", 64, dtype="float64", iters=2, warmup=0)
     assert result["bytes"] == 64 and result["count"] == 8 and result["world_size"] == 1
     assert result["time_us"] > 0 and result["busbw"] == 0.0  # 2(n-1)/n = 0 for n = 1
@@ -307,7 +307,7 @@ def test_cli_table_prints_one_block_per_collective():
 ])
 def test_cli_rejects_bad_options(args, message, monkeypatch, capsys):
     # Options are checked before any process group is made: main() runs here, in-process.
-    from helpers import bench
+    from helpers.bench import measurement as bench
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(SystemExit) as exit_info:
@@ -318,7 +318,7 @@ def test_cli_rejects_bad_options(args, message, monkeypatch, capsys):
 
 
 def test_cli_outside_torchrun_says_how_to_run(monkeypatch, capsys):
-    from helpers import bench
+    from helpers.bench import measurement as bench
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     with pytest.raises(SystemExit) as exit_info:
@@ -327,6 +327,6 @@ def test_cli_outside_torchrun_says_how_to_run(monkeypatch, capsys):
 
 
 def test_parse_size_suffixes():
-    from helpers import bench
+    from helpers.bench import measurement as bench
     assert [bench.parse_size(s) for s in ["8", "1K", "1k", "64M", "2G", "4KB"]] == [
         8, 1024, 1024, 64 * 2**20, 2 * 2**30, 4096]

@@ -1,6 +1,6 @@
 """The built HTML pages, opened from disk in headless Chromium, as a reader would open them.
 
-A session fixture builds three notebooks with `python -m helpers.build` into a
+A session fixture builds three notebooks with `python -m tools.build` into a
 temporary folder; every page of its html/ folder is then loaded over file:// with
 the network cut: nothing may be requested from anywhere else, no image may be
 broken, no script may fail, and no terminal residue (ANSI codes, progress bars)
@@ -41,10 +41,10 @@ def html_dir(tmp_path_factory) -> Path:
     build = tmp_path_factory.mktemp("build")
     env = dict(os.environ, TUTORIAL_BUILD_DIR=str(build),
                TUTORIAL_RESULTS_DIR=str(build / "results"))
-    cmd = [sys.executable, "-m", "helpers.build",
+    cmd = [sys.executable, "-m", "tools.build",
            *(str(NOTEBOOKS / f"{stem}.ipynb") for stem in BUILT)]
     returncode, out = run_bounded(cmd, REPO, env, BUILD_TIMEOUT_S)
-    assert returncode == 0, f"helpers.build exited {returncode}:\n{out[-4000:]}"
+    assert returncode == 0, f"tools.build exited {returncode}:\n{out[-4000:]}"
     html = build / "html"
     assert (html / "index.html").is_file(), out[-4000:]
     return html

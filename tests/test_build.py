@@ -22,7 +22,7 @@ def _notebook(path, *sources: str, title: str = "# 99 · tiny\n\n**What you will
 
 def _build(tmp_path, *notebooks):
     env = {**os.environ, "TUTORIAL_BUILD_DIR": str(tmp_path / "build")}
-    return subprocess.run([sys.executable, "-m", "helpers.build", *map(str, notebooks)],
+    return subprocess.run([sys.executable, "-m", "tools.build", *map(str, notebooks)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 

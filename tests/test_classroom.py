@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from conftest import NOTEBOOKS, REPO
-from helpers.classroom import make_student, student_copy, student_stub
+from tools.classroom import make_student, student_copy, student_stub
 import browser
 from notebook_runner import execute, notebook_text
 
@@ -116,9 +116,9 @@ def test_slides_are_built_offline_from_executed_notebooks(tmp_path, monkeypatch)
     env = {**__import__("os").environ}
     run = lambda *args: subprocess.run([sys.executable, "-m", *args], cwd=REPO, env=env,  # noqa: E731
                                        capture_output=True, text=True, timeout=600)
-    built = run("helpers.build", "notebooks/01_scatter.ipynb")
+    built = run("tools.build", "notebooks/01_scatter.ipynb")
     assert built.returncode == 0, built.stdout + built.stderr
-    slides = run("helpers.classroom", "slides")
+    slides = run("tools.classroom", "slides")
     assert slides.returncode == 0, slides.stderr
     page = (tmp_path / "build" / "slides" / "01_scatter.slides.html").read_text()
     vendor = tmp_path / "build" / "slides" / "vendor"

@@ -11,8 +11,8 @@ import psutil
 import pytest
 
 from child import wait_until
-from helpers import cluster as cl
-from helpers.cluster import ClusterConfigError, cluster_processes, resolve_config, start_cluster
+from helpers.runtime import cluster as cl
+from helpers.runtime.cluster import ClusterConfigError, cluster_processes, resolve_config, start_cluster
 
 
 def ipp_processes() -> list[psutil.Process]:
@@ -173,7 +173,7 @@ def test_a_collective_only_some_ranks_call_raises_within_the_timeout():
 
 KERNEL_SCRIPT = """
 import sys, time
-from helpers.cluster import start_cluster
+from helpers.runtime.cluster import start_cluster
 c = start_cluster(n_ranks=2, backend="gloo", quiet=True)
 print(c.cluster_id, flush=True)
 time.sleep(600)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import cluster as cl
-from helpers.config import (ClusterConfigError, max_ranks, resolve_config, resolve_debug,
+from helpers.runtime import cluster as cl
+from helpers.runtime.config import (ClusterConfigError, max_ranks, resolve_config, resolve_debug,
                             resolve_timeout)
 
 

@@ -1,4 +1,4 @@
-"""helpers.launchers: the plans handed to ipyparallel, and ranks read from MPI/Slurm."""
+"""helpers.runtime.launchers: the plans handed to ipyparallel, and ranks read from MPI/Slurm."""
 from __future__ import annotations
 
 import importlib.util
@@ -13,8 +13,8 @@ import psutil
 import pytest
 from ipyparallel.cluster import launcher as ipp_launcher
 
-from helpers import launchers
-from helpers.launchers import (
+from helpers.runtime import launchers
+from helpers.runtime.launchers import (
     LAUNCHERS, LaunchPlan, apply, cluster_options, interface_address, rank_from_environment,
     resolve_launcher,
 )

@@ -18,13 +18,13 @@ from jupyter_client import KernelManager
 
 from child import wait_until
 from conftest import REPO
-from helpers.processes import cluster_processes, running
-from helpers.warm import security_dir
+from helpers.runtime.processes import cluster_processes, running
+from helpers.runtime.warm import security_dir
 
 GONE_WITHIN_S = 30.0
 START_CELL = """
 import json, os
-from helpers.cluster import start_cluster
+from helpers.runtime.cluster import start_cluster
 c = start_cluster(2, "gloo", quiet=True)
 print(json.dumps({"cluster_id": c.cluster_id, "kernel_pid": os.getpid()}))
 """
@@ -44,7 +44,7 @@ def reapers(cluster_id: str) -> list[psutil.Process]:
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
             cmd = " ".join(proc.cmdline())
-            if "helpers.reaper" in cmd and cluster_id in cmd and proc.status() != psutil.STATUS_ZOMBIE:
+            if "helpers.runtime.reaper" in cmd and cluster_id in cmd and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
     return found
 
@@ -132,7 +132,7 @@ def test_kernel_restart_leaves_nothing_and_the_new_kernel_has_no_cluster():
         kc.wait_for_ready(timeout=120)
         state = last_json(run_cell(kc, (
             "import json, os\n"
-            "from helpers import cluster as cl\n"
+            "from helpers.runtime import cluster as cl\n"
             "print(json.dumps({'pid': os.getpid(), 'current': repr(cl._current)}))")))
         assert km.is_alive() and state["pid"] != old_pid
         assert state["current"] == "None"
@@ -161,7 +161,7 @@ def test_sigkilled_kernel_leaves_nothing():
 
 ANOTHER_START = """
 import json
-from helpers.cluster import start_cluster
+from helpers.runtime.cluster import start_cluster
 c = start_cluster(2, "gloo", quiet=True)
 print(json.dumps({"cluster_id": c.cluster_id}), flush=True)
 c.stop()
@@ -193,7 +193,7 @@ def test_sigkilled_kernel_and_reaper_orphans_are_ended_by_the_next_start():
 
 KILLED_CHILD = """
 import json, time
-from helpers.cluster import start_cluster
+from helpers.runtime.cluster import start_cluster
 c = start_cluster(2, "gloo", quiet=True)
 print(json.dumps({"cluster_id": c.cluster_id}), flush=True)
 time.sleep(600)
@@ -216,7 +216,7 @@ def test_a_killed_kernels_cluster_file_goes_too():
 
 def test_orphan_sweep_keeps_the_files_of_a_live_cluster_of_the_same_name(tmp_path):
     """A warm cluster's name is reused: ending the old one's orphans must not forget the new."""
-    from helpers.processes import end_orphans
+    from helpers.runtime.processes import end_orphans
 
     gone = subprocess.Popen(["true"])
     gone.wait()

@@ -2,7 +2,7 @@
 
 From the repository root and from notebooks/ alike, the command exits 0 and the
 page shows every rank's ✓ line: the notebook needs nothing but the installed
-environment (no `make`, no helpers.build, no particular working directory).
+environment (no `make`, no tools.build, no particular working directory).
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ import re
 import pytest
 
 from conftest import NOTEBOOKS
-from helpers.bandwidth_plots import check_factors, grade_prediction, plot_busbw, plot_latency
-from helpers.sweep import DisplayBar
+from helpers.bench.figures import check_factors, grade_prediction, plot_busbw, plot_latency
+from helpers.bench.sweep import DisplayBar
 from notebook_runner import execute, notebook_text, png_count
 
 NB = NOTEBOOKS / "11_bandwidth.ipynb"
@@ -66,7 +66,7 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     for rank in range(N):
         assert f"rank {rank} ✓" in text
     assert "All three right!" in text
-    assert "helpers.bench.measure" in text and "by hand" in text
+    assert "helpers.bench.measurement.measure" in text and "by hand" in text
 
     # The progress bar: one display output holding its final line, nothing else.
     total = len(ALL) * len(SIZES)

@@ -172,7 +172,7 @@ LIST_CASES = {
 
 @pytest.mark.parametrize("case", sorted(LIST_CASES))
 def test_bad_lists_error_on_the_root_in_bounded_time_then_a_restart_works(case):
-    from helpers.cluster import start_cluster
+    from helpers.runtime.cluster import start_cluster
 
     code, message = LIST_CASES[case]
     cluster = start_cluster(N_RANKS, "gloo", timeout_s=5, quiet=True)

@@ -1,7 +1,7 @@
 """Notebooks 08 (all_to_all) and 12 (backend support), and their helpers.
 
 The notebook tests execute them for real at 2, 3 and 4 ranks on gloo; the helper
-tests (helpers.matrix, helpers.support) need no engines.
+tests (helpers.all_to_all, helpers.support) need no engines.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from conftest import NOTEBOOKS  # noqa: E402
-from helpers import matrix, models, support  # noqa: E402
+from helpers import all_to_all, models, support  # noqa: E402
 from helpers.models import check  # noqa: E402
 from notebook_runner import (assert_records_match_model, execute,  # noqa: E402
                              notebook_text, png_count)
@@ -39,7 +39,7 @@ def test_all_to_all_notebook(n_ranks, tmp_path, monkeypatch):
     records = json.loads((results / "08_all_to_all.json").read_text())
     assert {r["collective"] for r in records} == {"all_to_all", "all_to_all_single"}
     assert_records_match_model(records, n_ranks)
-    assert all(matrix.is_transpose(record) for record in records)
+    assert all(all_to_all.is_transpose(record) for record in records)
     assert any(_uneven(r) for r in records if r["collective"] == "all_to_all_single"), \
         "no all_to_all_single record with uneven split sizes"
 
@@ -96,7 +96,7 @@ def test_backend_support_notebook(n_ranks, tmp_path, monkeypatch):
     assert png_count(nb) >= 1
 
 
-# --------------------------------------------------------------------------- helpers.matrix
+# --------------------------------------------------------------------------- helpers.all_to_all
 
 def model_record(collective: str, world_size: int, params: dict | None = None) -> dict:
     befores = models.example_befores(collective, world_size, params)
@@ -111,10 +111,10 @@ def model_record(collective: str, world_size: int, params: dict | None = None) -
 @pytest.mark.parametrize("collective", ["all_to_all", "all_to_all_single"])
 def test_exchange_matrices_are_transposes(collective, world_size):
     record = model_record(collective, world_size)
-    sent, received = matrix.sent_matrix(record), matrix.received_matrix(record)
+    sent, received = all_to_all.sent_matrix(record), all_to_all.received_matrix(record)
     assert sent[1][0] == [11.0, 11.0] and received[0][1] == [11.0, 11.0]
-    assert received == matrix.transpose(sent) and matrix.is_transpose(record)
-    text = matrix.exchange_text(record)
+    assert received == all_to_all.transpose(sent) and all_to_all.is_transpose(record)
+    text = all_to_all.exchange_text(record)
     assert "every cell: 2 element(s)" in text and text.endswith("received = sent transposed: yes")
 
 
@@ -122,37 +122,37 @@ def test_uneven_splits_are_cut_by_the_recorded_sizes():
     params = {"input_split_sizes": [[j + 1 for j in range(3)]] * 3}
     record = model_record("all_to_all_single", 3, params)
     assert record["ranks"][0]["before"]["input_split_sizes"] == [1, 2, 3]
-    sent, received = matrix.sent_matrix(record), matrix.received_matrix(record)
+    sent, received = all_to_all.sent_matrix(record), all_to_all.received_matrix(record)
     assert sent[0] == [[1.0], [2.0, 2.0], [3.0, 3.0, 3.0]]
     assert received[2] == [[3.0] * 3, [13.0] * 3, [23.0] * 3]
-    assert matrix.is_transpose(record)
-    assert "v ×n" in matrix.exchange_text(record)
-    assert matrix.chunk_text([13.0] * 3) == "13 ×3" and matrix.chunk_text([]) == "—"
-    assert matrix.chunk_text([1.0, 2.0]) == "1,2" and matrix.chunk_text([7.0, 7.0], False) == "7"
+    assert all_to_all.is_transpose(record)
+    assert "v ×n" in all_to_all.exchange_text(record)
+    assert all_to_all.chunk_text([13.0] * 3) == "13 ×3" and all_to_all.chunk_text([]) == "—"
+    assert all_to_all.chunk_text([1.0, 2.0]) == "1,2" and all_to_all.chunk_text([7.0, 7.0], False) == "7"
 
 
 def test_a_wrong_delivery_is_not_a_transpose():
     record = model_record("all_to_all", 3)
     bad = copy.deepcopy(record)
     bad["ranks"][1]["after"]["output_tensor_list"][2] = [99.0, 99.0]
-    assert not matrix.is_transpose(bad)
-    assert matrix.exchange_text(bad).endswith("transposed: NO")
+    assert not all_to_all.is_transpose(bad)
+    assert all_to_all.exchange_text(bad).endswith("transposed: NO")
 
 
 def test_matrix_input_errors():
     with pytest.raises(ValueError, match="not an all_to_all record"):
-        matrix.sent_matrix(model_record("all_gather", 2))
+        all_to_all.sent_matrix(model_record("all_gather", 2))
     with pytest.raises(ValueError, match="must be 2 sizes adding up to 4"):
-        matrix.split_sizes({"input_split_sizes": [1, 2]}, "input_split_sizes", 4, 2)
+        all_to_all.split_sizes({"input_split_sizes": [1, 2]}, "input_split_sizes", 4, 2)
     with pytest.raises(ValueError, match="split evenly"):
-        matrix.split_sizes({}, "input_split_sizes", 5, 2)
+        all_to_all.split_sizes({}, "input_split_sizes", 5, 2)
 
 
 def test_plot_exchange_draws_both_matrices_in_plot_record_colours():
     from helpers import plots
 
     record = model_record("all_to_all", 3)
-    fig = matrix.plot_exchange(record)
+    fig = all_to_all.plot_exchange(record)
     cells = {p.get_gid(): p.get_facecolor() for ax in fig.axes for p in ax.patches}
     assert len(cells) == 2 * 9
     colors = plots.record_colors(plots.build_panels(record))

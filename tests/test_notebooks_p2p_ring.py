@@ -271,7 +271,7 @@ class FakeCluster:
         self.world_size = len(states)
         self.ranks = [SimpleNamespace(rank=r, device="cpu") for r in range(self.world_size)]
 
-    def gather(self, *names):
+    def pull(self, *names):
         return [{"rank": r, **{n: s[n] for n in names}} for r, s in enumerate(self.states)]
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from child import child_starter, wait_until
 from conftest import NOTEBOOKS, REPO
-from helpers.processes import cluster_processes
+from helpers.runtime.processes import cluster_processes
 from notebook_runner import assert_records_match_model, notebook_text
 
 CHILD_TIMEOUT_S = 240.0
@@ -161,7 +161,7 @@ def test_four_notebooks_at_once_pass_without_cross_talk(tmp_path):
 
 PRELUDE = """
 import json, os, sys
-from helpers.cluster import start_cluster
+from helpers.runtime.cluster import start_cluster
 
 def say(**values):
     print(json.dumps(values), flush=True)

@@ -15,14 +15,14 @@ import psutil
 import pytest
 
 from child import child_starter, wait_until
-from helpers.processes import cluster_processes, running
-from helpers.warm import security_dir, stop_warm_clusters, warm_cluster_id
+from helpers.runtime.processes import cluster_processes, running
+from helpers.runtime.warm import security_dir, stop_warm_clusters, warm_cluster_id
 
 CHILD_TIMEOUT_S = 240.0   # one cluster start on a busy 2-core machine, with room to spare
 
 PRELUDE = """
 import json, sys
-from helpers.cluster import start_cluster
+from helpers.runtime.cluster import start_cluster
 
 def say(**values):
     print(json.dumps(values), flush=True)
@@ -44,7 +44,7 @@ def keepers(cluster_id: str) -> list[psutil.Process]:
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
             cmd = proc.cmdline()
-            if cmd[1:4] == ["-m", "helpers.warm", "keep"] and cluster_id in cmd and running(proc):
+            if cmd[1:4] == ["-m", "helpers.runtime.warm", "keep"] and cluster_id in cmd and running(proc):
                 found.append(proc)
     return found
 
@@ -120,7 +120,7 @@ c = start_cluster(2, "gloo", warm=True, quiet=True)
 report(c)
 cid = c.cluster_id
 c.stop()
-from helpers.processes import cluster_processes
+from helpers.runtime.processes import cluster_processes
 say(stopped=True, left=len(cluster_processes(cid)))
 """
 

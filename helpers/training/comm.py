@@ -5,7 +5,7 @@
     log.calls, log.sent_bytes                 # 1 call; 2(n-1)/n · grad bytes (ring)
     log.table()                               # per collective: calls, S, bytes sent
 
-S is nccl-tests' size of each call (`helpers.bandwidth`); the bytes one rank sends
+S is nccl-tests' size of each call (`helpers.bench.nccl_tests`); the bytes one rank sends
 are S × nccl-tests' bus factor, which is what a ring algorithm sends per rank
 (all_reduce 2(n−1)/n·S, all_gather and reduce_scatter (n−1)/n·S, broadcast S).
 The count wraps the `torch.distributed` functions while the block runs, so it sees
@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import torch
 import torch.distributed as dist
 
-from helpers.bandwidth import bus_factor
+from helpers.bench.nccl_tests import bus_factor
 
 
 def _nbytes(t: torch.Tensor) -> int:

@@ -1,6 +1,6 @@
 """Code that runs *on the engines*: joining the process group, snapshots, pulling state.
 
-The notebook never calls these directly; `helpers.cluster` ships them to the
+The notebook never calls these directly; `helpers.runtime.cluster` ships them to the
 engines with `apply`. They only use what every engine has: torch and the stdlib.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _user_namespace() -> dict:
 
     shell = get_ipython()
     if shell is None:
-        raise RuntimeError("helpers.engine runs on ipyparallel engines (IPython kernels)")
+        raise RuntimeError("helpers.runtime.engine runs on ipyparallel engines (IPython kernels)")
     return shell.user_ns
 
 

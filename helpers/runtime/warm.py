@@ -8,9 +8,9 @@ re-created and every engine's namespace emptied, so nothing carries over.
 
 - A lock file says who is using a warm cluster (the OS frees it when a kernel
   dies), so two notebooks never share one: the second starts a cold cluster.
-- A keeper process (`python -m helpers.warm keep ...`) owns the warm cluster and
+- A keeper process (`python -m helpers.runtime.warm keep ...`) owns the warm cluster and
   ends it after TUTORIAL_WARM_IDLE seconds (default 300) without a user.
-- `stop_warm_clusters()` (or `python -m helpers.warm stop`) ends them at once;
+- `stop_warm_clusters()` (or `python -m helpers.runtime.warm stop`) ends them at once;
   `make html WARM=1` calls it when the build is done.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import processes
-from helpers.processes import cluster_processes, end_processes, forget_cluster_files, owned_by
+from helpers.runtime import processes
+from helpers.runtime.processes import cluster_processes, end_processes, forget_cluster_files, owned_by
 
 PREFIX = "nccl-notebooks-warm"
 DEFAULT_IDLE_S = 300.0
@@ -102,7 +102,7 @@ class Lease:
 def start_keeper(cluster_id: str) -> subprocess.Popen:
     """The process that owns a warm cluster and ends it once it is idle too long."""
     return subprocess.Popen(
-        [sys.executable, "-m", "helpers.warm", "keep", cluster_id, str(idle_seconds())],
+        [sys.executable, "-m", "helpers.runtime.warm", "keep", cluster_id, str(idle_seconds())],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,  # outlives the kernel that started it
     )
@@ -162,4 +162,4 @@ if __name__ == "__main__":
         for cid in stop_warm_clusters():
             print(f"stopped {cid}")
     else:
-        sys.exit("usage: python -m helpers.warm keep CLUSTER_ID IDLE_S | stop")
+        sys.exit("usage: python -m helpers.runtime.warm keep CLUSTER_ID IDLE_S | stop")

@@ -6,8 +6,8 @@
     cluster.pull("before", "after")  # values from every rank, in rank order
     cluster.stop()
 
-Settings and their environment variables: helpers/config.py. Launchers (local,
-mpi, slurm): helpers/launchers.py. Warm start: helpers/warm.py.
+Settings and their environment variables: helpers/runtime/config.py. Launchers (local,
+mpi, slurm): helpers/runtime/launchers.py. Warm start: helpers/runtime/warm.py.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ from typing import Any
 
 import ipyparallel as ipp
 
-from helpers import engine, launchers
-from helpers import warm as warm_start
-from helpers.config import (ClusterConfigError, resolve_config, resolve_debug,  # noqa: F401
+from helpers.runtime import engine, launchers
+from helpers.runtime import warm as warm_start
+from helpers.runtime.config import (ClusterConfigError, resolve_config, resolve_debug,  # noqa: F401
                             resolve_timeout, visible_gpu_count)  # re-exported
-from helpers.diagnose import show_with_diagnosis
-from helpers.processes import (OWNER_VARIABLE, cluster_processes, end_orphans,  # noqa: F401
+from helpers.runtime.diagnose import show_with_diagnosis
+from helpers.runtime.processes import (OWNER_VARIABLE, cluster_processes, end_orphans,  # noqa: F401
                                end_processes)
 
 START_TIMEOUT_S = 120.0
@@ -195,14 +195,14 @@ def _owned_and_private(owner_pid: int):
 def _start_reaper(cluster_id: str) -> subprocess.Popen:
     """A watchdog that ends the cluster's processes if this kernel dies abruptly."""
     return subprocess.Popen(
-        [sys.executable, "-m", "helpers.reaper", str(os.getpid()), cluster_id],
+        [sys.executable, "-m", "helpers.runtime.reaper", str(os.getpid()), cluster_id],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,  # survives a signal sent to the kernel's group
     )
 
 
 # ipyparallel's own log: its start-up and shutdown chatter has no place in a tutorial.
-_IPP_LOG = logging.getLogger("helpers.cluster.ipyparallel")
+_IPP_LOG = logging.getLogger("helpers.runtime.cluster.ipyparallel")
 _IPP_LOG.addHandler(logging.NullHandler())
 _IPP_LOG.propagate = False
 

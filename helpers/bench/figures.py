@@ -1,6 +1,6 @@
 """Figures, tables and self-checks for notebook 11 (bandwidth), from helpers.bench rows.
 
-A row is what `helpers.bench.measure` returns: collective, world_size, backend, dtype,
+A row is what `helpers.bench.measurement.measure` returns: collective, world_size, backend, dtype,
 op, root, bytes, count, time_us, algbw, busbw. Figures are created through pyplot and
 closed again, so a notebook shows the returned figure exactly once.
 """
@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from helpers.bandwidth import COLLECTIVES, nccl_tests_table
+from helpers.bench.nccl_tests import COLLECTIVES, nccl_tests_table
 
 Row = Mapping[str, Any]
 COLORS = dict(zip(COLLECTIVES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",

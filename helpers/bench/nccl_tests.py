@@ -137,7 +137,7 @@ def _time_str(time_us: float) -> str:
 
 
 def table_row(row: Mapping[str, Any]) -> str:
-    """One result (a dict from helpers.bench.measure) as an nccl-tests line."""
+    """One result (a dict from helpers.bench.measurement.measure) as an nccl-tests line."""
     dtype = NCCL_TYPE_NAMES.get(row["dtype"], row["dtype"])
     op = row.get("op") or "none"
     root = -1 if row.get("root") is None else row["root"]

@@ -1,4 +1,4 @@
-"""`python -m helpers.build`: execute every notebook and write build/html.
+"""`python -m tools.build`: execute every notebook and write build/html.
 
 - one progress line per notebook (name, elapsed, ok / FAILED / up to date);
 - a failed notebook: exit 1, naming the notebook and the cell; the pages already
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.files import atomic_write
+from helpers.runtime.files import atomic_write
 from helpers.results import REPO_ROOT, build_dir
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -49,7 +49,7 @@ def fingerprint(notebook: Path) -> str:
 
 def execute(notebook: Path, timeout_s: int) -> nbformat.NotebookNode:
     """Run the notebook with a real kernel; return the executed notebook."""
-    from helpers.execute import run_notebook
+    from tools.execute import run_notebook
 
     return run_notebook(notebook, cell_timeout_s=timeout_s)
 
@@ -113,7 +113,7 @@ def environment_stamp() -> str:
     """What the pages were computed on: torch, backend, world size, GPUs or CPU, date."""
     import torch
 
-    from helpers.cluster import resolve_config, visible_gpu_count
+    from helpers.runtime.cluster import resolve_config, visible_gpu_count
 
     try:
         world_size, backend = resolve_config()
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     notebooks = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb"))
     if not args.warm:
         return build(notebooks, args.timeout, args.force)
-    from helpers.warm import stop_warm_clusters
+    from helpers.runtime.warm import stop_warm_clusters
 
     os.environ["TUTORIAL_WARM_START"] = "1"  # the notebooks' kernels inherit it
     try:

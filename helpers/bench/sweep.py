@@ -1,4 +1,4 @@
-"""Drive a bandwidth sweep from the notebook: one `apply` of helpers.bench.measure per point.
+"""Drive a bandwidth sweep from the notebook: one `apply` of helpers.bench.measurement.measure per point.
 
     per_rank = run_sweep(cluster, COLLECTIVES, sweep_sizes(8, 4 * MiB), iters=5, warmup=2)
     rows = rank0_rows(per_rank)          # the table/plot rows
@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from helpers.bench import measure
+from helpers.bench.measurement import measure
 
 Point = tuple[str, int]
 # Per point: (collective, size asked), then one result per rank (None: point skipped).

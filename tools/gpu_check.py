@@ -1,4 +1,4 @@
-"""`python -m helpers.gpu_check` (make gpu-check): the NCCL path, on a machine with GPUs.
+"""`python -m tools.gpu_check` (make gpu-check): the NCCL path, on a machine with GPUs.
 
 1. executes notebook 00 with NCCL on as many ranks as there are GPUs;
 2. runs one all_reduce on cuda tensors and checks the result;
@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from helpers.cluster import ClusterConfigError, start_cluster, visible_gpu_count
+from helpers.runtime.cluster import ClusterConfigError, start_cluster, visible_gpu_count
 from helpers.results import REPO_ROOT
 
 

@@ -1,4 +1,4 @@
-"""Classroom material: `python -m helpers.classroom student|slides`.
+"""Classroom material: `python -m tools.classroom student|slides`.
 
 - student: copies of the notebooks in build/student/ with every cell tagged
   `solution` replaced by an empty answer cell (tagged `exercise`). The check cell
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.build import EXECUTED_DIR, NOTEBOOK_DIR, TEMPLATES
-from helpers.files import atomic_write
+from tools.build import EXECUTED_DIR, NOTEBOOK_DIR, TEMPLATES
+from helpers.runtime.files import atomic_write
 from helpers.results import build_dir
 
 STUDENT_NOTE = ("> **Student copy.** The answers of the exercises are removed: write yours "

@@ -1,4 +1,4 @@
-"""Watchdog: `python -m helpers.reaper KERNEL_PID CLUSTER_ID`.
+"""Watchdog: `python -m helpers.runtime.reaper KERNEL_PID CLUSTER_ID`.
 
 ipyparallel stops its engines when the kernel exits normally, but a kernel that
 is killed (SIGKILL, a crash, `os._exit`) leaves the controller and every engine
@@ -13,7 +13,7 @@ import time
 
 import psutil
 
-from helpers.processes import cluster_processes, end_processes, forget_cluster_files
+from helpers.runtime.processes import cluster_processes, end_processes, forget_cluster_files
 
 POLL_S = 0.5
 

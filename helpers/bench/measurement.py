@@ -8,7 +8,7 @@ In a notebook, every engine calls ``measure(...)`` (or ``sweep(...)``) through
 
 Per point: buffers allocated once, `warmup` untimed calls, a barrier, then `iters`
 timed calls; each rank's mean time per call is averaged over the ranks (as
-nccl-tests does), and algbw/busbw come from that time (see helpers.bandwidth).
+nccl-tests does), and algbw/busbw come from that time (see helpers.bench.nccl_tests).
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 import torch.distributed as dist
 
-from helpers import bandwidth
-from helpers.bandwidth import COLLECTIVES, DTYPE_SIZES, REDUCING, ROOTED
+from helpers.bench import nccl_tests as bandwidth
+from helpers.bench.nccl_tests import COLLECTIVES, DTYPE_SIZES, REDUCING, ROOTED
 
 OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
        "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
