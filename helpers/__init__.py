@@ -9,8 +9,8 @@ _WHERE = {
     "ClusterConfigError": "helpers.runtime.config", "TutorialCluster": "helpers.runtime.cluster",
     "start_cluster": "helpers.runtime.cluster", "load_diagram": "helpers.diagrams",
     "show_diagram": "helpers.diagrams", "rank_table": "helpers.display",
-    "plot_barrier": "helpers.display", "check_prediction": "helpers.models",
-    "report": "helpers.models", "plot_record": "helpers.plots",
+    "plot_barrier": "helpers.display", "check_prediction": "helpers.checks",
+    "report": "helpers.checks", "plot_record": "helpers.plots",
     "make_record": "helpers.results", "record_from_states": "helpers.results",
     "save_results": "helpers.results",
 }

@@ -14,7 +14,8 @@ from typing import Any, Mapping, Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from helpers import plots
+from helpers import collectives, plots
+from helpers.formatting import format_value
 
 CELL_FONT = 9.5
 EXCHANGES = {  # collective: (what is sent, what is received)
@@ -32,16 +33,11 @@ def _ranks(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def split_sizes(state: Mapping[str, Any], name: str, length: int, world_size: int) -> list[int]:
     """`name` (input_/output_split_sizes) from a rank's state, or the even split."""
-    sizes = state.get(name)
-    if sizes is None:
-        if length % world_size:
-            raise ValueError(f"{name} is None, so {length} elements must split evenly "
-                             f"over {world_size} ranks")
-        return [length // world_size] * world_size
-    sizes = [int(s) for s in sizes]
-    if len(sizes) != world_size or sum(sizes) != length:
-        raise ValueError(f"{name} {sizes} must be {world_size} sizes adding up to {length}")
-    return sizes
+    return collectives.split_sizes(
+        state.get(name), name, length, world_size,
+        uneven=f"{name} is None, so {length} elements must split evenly "
+               f"over {world_size} ranks",
+        wrong=f"{name} {{sizes}} must be {world_size} sizes adding up to {length}")
 
 
 def _chunks(state: Mapping[str, Any], arg: str, sizes_name: str, world_size: int) -> list[list]:
@@ -90,7 +86,7 @@ def chunk_text(values: Sequence[Any], count: bool = True) -> str:
     nothing, else the values."""
     if not values:
         return "—"
-    texts = [plots.format_value(v) for v in values]
+    texts = [format_value(v) for v in values]
     if len(set(texts)) == 1:
         return texts[0] if len(texts) == 1 or not count else f"{texts[0]} ×{len(texts)}"
     return ",".join(texts) if len(texts) <= 3 else f"{texts[0]},…,{texts[-1]}"
@@ -148,8 +144,8 @@ def _grid(ax, matrix, colors, title: str, row_label: str, col_label: str,
         ax.text(-0.25, i + 0.5, str(i), ha="right", va="center", fontsize=9, color="#333333")
         for j, chunk in enumerate(row):
             text = chunk_text(chunk, count)
-            same = bool(chunk) and len({plots.format_value(v) for v in chunk}) == 1
-            face = colors(plots.format_value(chunk[0])) if same else "white"
+            same = bool(chunk) and len({format_value(v) for v in chunk}) == 1
+            face = colors(format_value(chunk[0])) if same else "white"
             ax.add_patch(Rectangle((j * cell_w, i), cell_w, 1, facecolor=face,
                                    edgecolor="#3a3a3a", linewidth=0.8,
                                    gid=f"{tag}[{i}][{j}]={text}"))

@@ -32,54 +32,15 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 import matplotlib.colors as mcolors
 
-from . import plots
+from helpers import plots
+from helpers.formatting import format_value
+from helpers.collectives import ALIASES, IO_ARGS, REDUCING, REPO_ROOT, UPSTREAM, Upstream  # noqa: F401
 from helpers.runtime.files import atomic_write
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 IMAGES_DIR = REPO_ROOT / "images"
 REGENERATE = "make images"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-# --------------------------------------------------------------------------- upstream
-PYTORCH_BASE = "https://docs.pytorch.org/tutorials/_images"
-NCCL_BASE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/_images"
-PYTORCH_CREDIT = ("PyTorch tutorial 'Writing Distributed Applications with PyTorch' (Séb Arnold), "
-                  "https://pytorch.org/tutorials/intermediate/dist_tuto.html")
-NCCL_CREDIT = "NVIDIA NCCL User Guide, Collective Operations"
-PYTORCH_LICENCE = "BSD-3-Clause (pytorch/tutorials)"
-NCCL_LICENCE = "Apache-2.0 (NVIDIA/nccl)"
-
-
-@dataclass(frozen=True)
-class Upstream:
-    base_url: str
-    filename: str
-    credit: str
-    licence: str
-
-    @property
-    def url(self) -> str:
-        return f"{self.base_url}/{self.filename}"
-
-
-def _pytorch(name: str) -> Upstream:
-    return Upstream(PYTORCH_BASE, f"{name}.png", PYTORCH_CREDIT, PYTORCH_LICENCE)
-
-
-def _nccl(name: str) -> Upstream:
-    return Upstream(NCCL_BASE, f"{name}.png", NCCL_CREDIT, NCCL_LICENCE)
-
-
-UPSTREAM: dict[str, Upstream] = {
-    **{name: _pytorch(name) for name in
-       ("scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather", "send_recv")},
-    "reduce_scatter": _nccl("reducescatter"),
-    "all_to_all": _nccl("alltoall"),
-}
-# Collectives drawn like another one (same data movement, flat buffers).
-ALIASES = {"all_gather_single": "all_gather", "reduce_scatter_single": "reduce_scatter",
-           "all_to_all_single": "all_to_all"}
-UPSTREAM.update({alias: UPSTREAM[target] for alias, target in ALIASES.items()})
 LOCAL_DRAWINGS = ("scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
                   "reduce_scatter", "all_to_all", "send_recv")
 
@@ -296,15 +257,6 @@ DRAW_PARAMS: dict[str, dict[str, Any]] = {
     "reduce": {"dst": 0, "op": "SUM"}, "all_reduce": {"op": "SUM"}, "all_gather": {},
     "reduce_scatter": {"op": "SUM"}, "all_to_all": {}, "send_recv": {"src": 0, "dst": 1},
 }
-# (input argument, output argument) shown in the schematic.
-IO_ARGS = {
-    "scatter": ("scatter_list", "tensor"), "gather": ("tensor", "gather_list"),
-    "broadcast": ("tensor", "tensor"), "reduce": ("tensor", "tensor"),
-    "all_reduce": ("tensor", "tensor"), "all_gather": ("tensor", "tensor_list"),
-    "reduce_scatter": ("input_list", "output"), "all_to_all": ("input_tensor_list", "output_tensor_list"),
-    "send_recv": ("tensor", "tensor"),
-}
-REDUCING = {"reduce", "all_reduce", "reduce_scatter"}
 SUMMARY = {
     "scatter": "src splits scatter_list: rank i receives scatter_list[i] in its tensor",
     "gather": "dst collects every rank's tensor: gather_list[i] holds rank i's tensor",
@@ -339,8 +291,8 @@ def _chunks(value: Any, arg: str) -> list[list[str]] | None | str:
     if plots.is_unspecified(value):
         return "undefined"
     if arg in plots.LIST_ARGS:
-        return [[plots.format_value(v) for v in plots.flatten(x)] for x in value]
-    return [[plots.format_value(v) for v in plots.flatten(value)]]
+        return [[format_value(v) for v in plots.flatten(x)] for x in value]
+    return [[format_value(v) for v in plots.flatten(value)]]
 
 
 def _rank_label(name: str, rank: int, root: int | None, root_key: str | None) -> str:

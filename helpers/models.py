@@ -14,7 +14,9 @@ pair: params {"src": s, "dst": d}; rank s's "tensor" is what it sent, rank d's
 its recv buffer, and every other rank's "tensor" is null.
 
 ``expected_after`` computes, from the "before" states alone, what every rank
-must hold afterwards; ``check`` and ``report`` compare that with "after".
+must hold afterwards (helpers.checks compares that with "after");
+``example_befores`` and ``model_after`` give readable inputs and the model's answer.
+Used by notebooks 01-12 (through helpers.checks, plots, drawings, p2p, support).
 """
 
 from __future__ import annotations
@@ -24,33 +26,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-COLLECTIVES = (
-    "scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
-    "all_gather_single", "reduce_scatter", "reduce_scatter_single",
-    "all_to_all", "all_to_all_single", "send_recv",
-)
-REDUCE_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR")
+from helpers.formatting import to_plain
+from helpers.collectives import (ARGS, COLLECTIVES, LIST_ARGS, OUTPUT, REDUCE_OPS,  # noqa: F401
+                                 REDUCING, ROOT, SPLIT_ARGS, op_name, split_sizes)
 
-# Tensor arguments of each collective, in torch's order, and the one it writes.
-ARGS = {
-    "scatter": ("tensor", "scatter_list"), "gather": ("tensor", "gather_list"),
-    "broadcast": ("tensor",), "reduce": ("tensor",), "all_reduce": ("tensor",),
-    "all_gather": ("tensor_list", "tensor"),
-    "all_gather_single": ("output_tensor", "input_tensor"),
-    "reduce_scatter": ("output", "input_list"),
-    "reduce_scatter_single": ("output", "input"),
-    "all_to_all": ("output_tensor_list", "input_tensor_list"),
-    "all_to_all_single": ("output", "input"),
-    "send_recv": ("tensor",),  # src: the tensor sent; dst: the recv buffer; others: null
-}
-OUTPUT = {c: ("gather_list" if c == "gather" else "tensor_list" if c == "all_gather"
-              else "output_tensor_list" if c == "all_to_all" else args[0])
-          for c, args in ARGS.items()}
-LIST_ARGS = {"scatter_list", "gather_list", "tensor_list", "input_list",
-             "output_tensor_list", "input_tensor_list"}
-SPLIT_ARGS = ("output_split_sizes", "input_split_sizes")
-ROOT = {"scatter": "src", "broadcast": "src", "gather": "dst", "reduce": "dst"}
-REDUCING = {"reduce", "all_reduce", "reduce_scatter", "reduce_scatter_single"}
 
 _NP_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
               "bfloat16": np.float32,  # numpy has none: float32 rounded to bfloat16
@@ -111,7 +90,7 @@ def _as_array(value: Any, dtype: str) -> np.ndarray:
 
 
 def _op_name(op: Any) -> str:
-    name = "SUM" if op is None else str(op).rsplit(".", 1)[-1].upper()
+    name = "SUM" if op is None else op_name(op).upper()
     if name not in REDUCE_OPS:
         raise ValueError(f"unknown reduce op {op!r}; known: {', '.join(REDUCE_OPS)}")
     return name
@@ -362,16 +341,11 @@ def _splits(c: _Ctx, r: int, name: str, length: int) -> list[int]:
         sizes = c.params[name]
         if sizes and isinstance(sizes[0], (list, tuple)):
             sizes = sizes[r]
-    if sizes is None:
-        if length % c.ws:
-            raise ValueError(f"all_to_all_single: {name} is null, so dim 0 of rank {r}'s "
-                             f"tensor ({length}) must be divisible by world_size={c.ws}")
-        return [length // c.ws] * c.ws
-    sizes = [int(s) for s in sizes]
-    if len(sizes) != c.ws or sum(sizes) != length or min(sizes) < 0:
-        raise ValueError(f"all_to_all_single: {name} {sizes} on rank {r} must be "
-                         f"{c.ws} sizes adding up to dim 0 ({length})")
-    return sizes
+    return split_sizes(sizes, name, length, c.ws,
+                       uneven=f"all_to_all_single: {name} is null, so dim 0 of rank {r}'s "
+                              f"tensor ({length}) must be divisible by world_size={c.ws}",
+                       wrong=f"all_to_all_single: {name} {{sizes}} on rank {r} must be "
+                             f"{c.ws} sizes adding up to dim 0 ({length})")
 
 
 def _all_to_all_single(c: _Ctx, exp: list[dict]) -> None:
@@ -433,100 +407,7 @@ def expected_after(record: dict) -> list[dict]:
     return exp
 
 
-# ------------------------------------------------------------ checking
-
-def _matches(expected: Any, actual: Any, dtype: str) -> bool:
-    if expected is UNSPECIFIED:
-        return True
-    if expected is None or actual is None:
-        return expected is None and actual is None
-    if not isinstance(expected, (list, np.ndarray)):  # split sizes: plain ints
-        return bool(expected == actual)
-    if isinstance(expected, list):
-        return (isinstance(actual, (list, tuple)) and len(actual) == len(expected)
-                and all(_matches(e, a, dtype) for e, a in zip(expected, actual)))
-    try:
-        actual = np.asarray(actual)
-        if actual.shape != expected.shape or actual.dtype == object:
-            return False
-        if not _is_float(dtype):
-            return bool(np.array_equal(actual, expected))
-        rtol, atol = TOLERANCES[dtype]
-        return bool(np.allclose(actual.astype(np.float64), expected.astype(np.float64),
-                                rtol=rtol, atol=atol, equal_nan=True))
-    except (TypeError, ValueError):
-        return False
-
-
-def _afters(record: dict) -> list[dict]:
-    ranks = sorted(record["ranks"], key=lambda r: r.get("rank", 0))
-    return [r.get("after") or {} for r in ranks]
-
-
-def _per_arg(record: dict) -> tuple[list[dict], list[dict[str, bool]]]:
-    """The model's afters, and per rank: argument name -> does "after" match it."""
-    dtype, exps = _parse(record)[2], expected_after(record)
-    return exps, [{n: _matches(e, after.get(n), dtype) for n, e in exp.items()}
-                  for exp, after in zip(exps, _afters(record))]
-
-
-def check(record: dict) -> list[bool]:
-    """Per rank: True when every argument's "after" matches the model."""
-    return [all(oks.values()) for oks in _per_arg(record)[1]]
-
-
-def _fmt(value: Any, limit: int = 8) -> str:
-    """Compact one-line text of a value: [1.0, 2.5], [[1, 2], [3, 4]], None."""
-    if isinstance(value, (np.ndarray, np.generic)):
-        value = value.tolist()
-    if isinstance(value, (list, tuple)):
-        items = [_fmt(v, limit) for v in value]
-        if len(items) > limit:
-            items = items[:3] + ["..."] + items[-2:]
-        return "[" + ", ".join(items) + "]"
-    if isinstance(value, float):
-        return f"{value:.1f}" if value.is_integer() and abs(value) < 1e7 else f"{value:.4g}"
-    return repr(value)
-
-
-def report(record: dict) -> list[bool]:
-    """Print one ✓/✗ line per rank (its output, and any argument that is off); return check()."""
-    collective, _, dtype, params, _ = _parse(record)
-    exps, oks = _per_arg(record)
-    for r, (exp, after, ok) in enumerate(zip(exps, _afters(record), oks)):
-        parts = []
-        for name, e in exp.items():
-            if name != OUTPUT[collective] and ok[name]:
-                continue
-            try:
-                shown = _fmt(_value(name, after.get(name), dtype))
-            except (TypeError, ValueError):
-                shown = _fmt(after.get(name))
-            if e is UNSPECIFIED:
-                key = ROOT[collective]
-                shown += f" (not defined by {collective}: only {key} {params[key]} is)"
-            elif not ok[name]:
-                shown += f" (model: {_fmt(e)})"
-            elif collective == "send_recv" and r in (params.get("src"), params.get("dst")):
-                shown += (f" (src: sent to rank {params['dst']}, unchanged)" if r == params["src"]
-                          else f" (dst: received from rank {params['src']})")
-            elif e is None:
-                shown += (" (not part of this send/recv)" if collective == "send_recv"
-                          else " (not passed on this rank)")
-            parts.append(f"{name} = {shown}")
-        print(f"rank {r} {'✓' if all(ok.values()) else '✗'}  " + "  ".join(parts))
-    return [all(ok.values()) for ok in oks]
-
-
 # ------------------------------------------------------------ predictions
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
 
 def model_after(collective: str, befores: Sequence[dict], params: dict | None = None,
                 dtype: str = "float32") -> list[dict]:
@@ -534,7 +415,7 @@ def model_after(collective: str, befores: Sequence[dict], params: dict | None = 
     record = {"collective": collective, "world_size": len(befores), "dtype": dtype,
               "params": params or {},
               "ranks": [{"rank": r, "before": dict(b)} for r, b in enumerate(befores)]}
-    return [{n: _plain(v) for n, v in exp.items()} for exp in expected_after(record)]
+    return [{n: to_plain(v) for n, v in exp.items()} for exp in expected_after(record)]
 
 
 def example_befores(collective: str, world_size: int, params: dict | None = None,
@@ -598,63 +479,3 @@ def example_befores(collective: str, world_size: int, params: dict | None = None
                 "output_split_sizes": out_sizes, "input_split_sizes": list(per_rank[r])}
 
     return [row(r) for r in range(ws)]
-
-
-def _close(predicted: Any, actual: Any) -> bool:
-    """Nested comparison of a student's prediction with a measured value."""
-    if isinstance(predicted, np.ndarray):
-        predicted = predicted.tolist()
-    if isinstance(actual, np.ndarray):
-        actual = actual.tolist()
-    if isinstance(predicted, (list, tuple)) or isinstance(actual, (list, tuple)):
-        return (isinstance(predicted, (list, tuple)) and isinstance(actual, (list, tuple))
-                and len(predicted) == len(actual)
-                and all(_close(p, a) for p, a in zip(predicted, actual)))
-    if predicted is None or actual is None or predicted is Ellipsis:
-        return predicted is actual
-    try:
-        return bool(np.isclose(float(predicted), float(actual), rtol=1e-3, atol=1e-3, equal_nan=True))
-    except (TypeError, ValueError):
-        return False
-
-
-def check_prediction(prediction: Sequence[Any] | None, actual_afters: Sequence[dict] | dict,
-                     arg: str, undefined: Sequence[int] = ()) -> bool:
-    """Compare a student's per-rank prediction of `arg` with what the ranks measured.
-
-    `actual_afters` is the list of per-rank "after" dicts, or a whole record (then
-    the ranks where the API leaves `arg` undefined are found by the model; with a
-    list, name them in `undefined`). Predict None for "not defined"/"not passed".
-    Prints one ✓/✗ line per rank and returns True when all are right.
-    """
-    if prediction is None or prediction is Ellipsis:
-        print(f"✎ Fill in your prediction for {arg!r} first (one value per rank, None where "
-              "it is not defined or not passed), then run this cell again.")
-        return False
-    undefined = set(undefined)
-    if isinstance(actual_afters, dict):
-        record = actual_afters
-        undefined |= {r for r, exp in enumerate(expected_after(record))
-                      if exp.get(arg) is UNSPECIFIED}
-        actual_afters = _afters(record)
-    afters = [a["after"] if "after" in a and arg not in a else a for a in actual_afters]
-    if len(prediction) != len(afters):
-        print(f"✗ Your prediction has {len(prediction)} entries but there are {len(afters)} "
-              "ranks: give one value per rank.")
-        return False
-    oks = []
-    for r, (p, after) in enumerate(zip(prediction, afters)):
-        measured = after.get(arg)
-        if p is Ellipsis:
-            ok, note = False, "  (fill this one in)"
-        elif r in undefined:
-            ok = p is None
-            note = ("  (not defined by the API: don't rely on what you measure)" if ok else
-                    "  (not defined by the API: predict None; no program may rely on it)")
-        else:
-            ok, note = _close(p, measured), ""
-        shown = "not defined / not passed" if p is None else "..." if p is Ellipsis else _fmt(p)
-        print(f"rank {r} {'✓' if ok else '✗'}  predicted {shown}   measured {_fmt(measured)}{note}")
-        oks.append(ok)
-    print("All ranks right!" if all(oks) else f"{sum(oks)} of {len(oks)} ranks right.")
-    return all(oks)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from helpers import models, plots
+from helpers import checks, models, plots
+from helpers.formatting import one_line
 from helpers.results import first_tensor, plain_values, record_from_states
 
 
@@ -54,14 +55,14 @@ def report_pairs(records: Sequence[dict]) -> list[bool]:
     oks = []
     for record in records:
         src, dst = record["params"]["src"], record["params"]["dst"]
-        ok = all(models.check(record))
+        ok = all(checks.check(record))
         by_rank = {r["rank"]: r for r in record["ranks"]}
         got = by_rank[dst]["after"]["tensor"]
-        line = f"{src} → {dst} {'✓' if ok else '✗'}  rank {dst} received {models._fmt(got)}"
+        line = f"{src} → {dst} {'✓' if ok else '✗'}  rank {dst} received {one_line(got)}"
         if not ok:
             expected = models.expected_after(record)
-            line += (f" (model: {models._fmt(expected[dst]['tensor'])}; rank {src} holds "
-                     f"{models._fmt(by_rank[src]['after']['tensor'])})")
+            line += (f" (model: {one_line(expected[dst]['tensor'])}; rank {src} holds "
+                     f"{one_line(by_rank[src]['after']['tensor'])})")
         print(line)
         oks.append(ok)
     return oks

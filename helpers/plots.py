@@ -22,9 +22,11 @@ import matplotlib.colors as mcolors
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from helpers.models import ARGS as SIGNATURES  # torch's tensor arguments, in order
-from helpers.models import LIST_ARGS
-from helpers.models import ROOT as ROOT_PARAM
+from helpers.formatting import format_value  # noqa: F401  (plots.format_value)
+from helpers.collectives import ARGS as SIGNATURES  # torch's tensor arguments, in order
+from helpers.collectives import LIST_ARGS
+from helpers.collectives import ROOT as ROOT_PARAM
+from helpers.collectives import UNDEFINED_OFF_ROOT
 
 PLAIN_ARGS = {"output_split_sizes", "input_split_sizes"}   # ints, not tensors: plain text
 
@@ -37,27 +39,6 @@ MUTED = "#8a8a8a"
 
 
 # --------------------------------------------------------------------------- values
-def format_value(value: Any) -> str:
-    """Compact cell text: ints without ".0", floats with up to 3 decimals."""
-    if isinstance(value, bool):
-        return "T" if value else "F"
-    if isinstance(value, int):
-        return str(value)
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if math.isnan(f):
-        return "nan"
-    if math.isinf(f):
-        return "inf" if f > 0 else "-inf"
-    if f.is_integer() and abs(f) < 1e15:
-        return str(int(f))
-    if abs(f) >= 1e5 or abs(f) < 1e-3:
-        return f"{f:.3g}"
-    return f"{f:.3f}".rstrip("0").rstrip(".")
-
-
 def is_unspecified(value: Any) -> bool:
     """True for a "buffer not defined after the call" sentinel (anything that is
     neither None, a number nor a (nested) list of numbers)."""
@@ -165,8 +146,9 @@ class Panel:
 
 
 def undefined_after(collective: str, rank: int, params: Mapping[str, Any], arg: str) -> bool:
-    """Buffers the torch API leaves undefined after the call."""
-    return collective == "reduce" and arg == "tensor" and rank != params.get("dst")
+    """Buffers the torch API leaves undefined after the call (the registry says which)."""
+    return (arg == UNDEFINED_OFF_ROOT.get(collective)
+            and rank != params.get(ROOT_PARAM[collective]))
 
 
 def _side(value: Any, undefined: bool = False, like: Side | None = None) -> Side:

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from helpers.collectives import REPO_ROOT, op_name
 from helpers.runtime.files import atomic_write
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def build_dir() -> Path:
@@ -57,11 +57,6 @@ def first_tensor(value: Any) -> dict | None:
     return None
 
 
-def _op_name(op: Any) -> str:
-    """ReduceOp.SUM, "SUM" or "ReduceOp.SUM" → "SUM"."""
-    return getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
-
-
 def make_record(cluster: Any, collective: str, params: dict | None = None,
                 before: str = "before", after: str = "after") -> dict:
     """Gather the engines' `before`/`after` snapshots into one record.
@@ -76,7 +71,7 @@ def make_record(cluster: Any, collective: str, params: dict | None = None,
 def record_from_states(cluster: Any, collective: str, params: dict | None,
                        states: list[dict]) -> dict:
     """A record from per-rank {"before": ..., "after": ...} dicts already gathered."""
-    params = {k: _op_name(v) if k == "op" else v for k, v in (params or {}).items()}
+    params = {k: op_name(v) if k == "op" else v for k, v in (params or {}).items()}
     tensor = first_tensor([[s["before"], s["after"]] for s in states])
     ranks = [{"rank": info.rank, "device": info.device,
               "before": plain_values(state["before"]), "after": plain_values(state["after"])}

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers.formatting import format_value
 from helpers.results import plain_values
 
 PHASES = ("reduce-scatter", "all-gather")
@@ -157,14 +158,9 @@ def gathered_states(cluster: Any, name: str = "states") -> np.ndarray:
     return np.stack(arrays, axis=1)
 
 
-def _fmt(x: float) -> str:
-    from helpers.plots import format_value
-    return format_value(float(x))
-
-
 def _chunk_text(chunk: np.ndarray) -> str:
     """A chunk's cell text: its value, or its first value and … when they differ."""
-    first = _fmt(chunk[0])
+    first = format_value(float(chunk[0]))
     return first if np.all(chunk == chunk[0]) else first + "…"
 
 

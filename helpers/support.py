@@ -24,11 +24,11 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable, Mapping, Sequence
 
-from helpers import models
+from helpers import checks, models
+from helpers.collectives import REDUCING
 from helpers.display import RankTable
 from helpers.results import record_from_states, save_results
 
-REDUCING = ("reduce", "all_reduce", "reduce_scatter", "reduce_scatter_single")
 # Roots, as the notebook's calls use them: rank 0 (send/recv: rank 0 sends to rank 1).
 ROOTS = {"broadcast": {"src": 0}, "scatter": {"src": 0}, "gather": {"dst": 0},
          "reduce": {"dst": 0}, "send_recv": {"src": 0, "dst": 1}}
@@ -58,7 +58,7 @@ def case_params(collective: str, op: str | None) -> dict:
 def verify(record: Mapping[str, Any]) -> tuple[str, str | None]:
     """("ok" | "wrong" | "unchecked", a note) for an accepted call, against helpers.models."""
     try:
-        oks = models.check(dict(record))
+        oks = checks.check(dict(record))
     except ValueError as err:
         return "unchecked", f"the model has no answer: {first_line(str(err))}"
     bad = [r for r, ok in enumerate(oks) if not ok]
@@ -119,7 +119,7 @@ def op_table(records: list[dict], refused: dict[str, str]) -> RankTable:
     dtypes: list[str] = []
     for record in records:
         op, dtype = record["params"]["op"], record["dtype"]
-        ok = all(models.check(record))
+        ok = all(checks.check(record))
         result = record["ranks"][0]["after"]
         shown = result.get("tensor", result.get("output"))
         cells.setdefault(op, {})[dtype] = f"{'✓' if ok else '✗ (model disagrees)'} {shown}"

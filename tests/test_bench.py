@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers.bench import nccl_tests as bandwidth
-from helpers.bench.nccl_tests import COLLECTIVES
+from helpers.collectives import BENCHMARKED as COLLECTIVES
 
 REPO = Path(__file__).resolve().parents[1]
 SPLIT = ("scatter", "gather", "all_gather", "reduce_scatter", "all_to_all")

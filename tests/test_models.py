@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from helpers import models
-from helpers.models import (COLLECTIVES, REDUCE_OPS, UNSPECIFIED, check, check_prediction,
-                            example_befores, expected_after, model_after, reduce_arrays, report)
+from helpers.checks import check, check_prediction, report
+from helpers.models import (COLLECTIVES, REDUCE_OPS, UNSPECIFIED, example_befores, expected_after,
+                            model_after, reduce_arrays)
 
 FLOAT_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG")
 INT_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")

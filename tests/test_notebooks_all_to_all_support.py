@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 
 from conftest import NOTEBOOKS  # noqa: E402
 from helpers import all_to_all, models, support  # noqa: E402
-from helpers.models import check  # noqa: E402
+from helpers.checks import check  # noqa: E402
 from notebook_runner import (assert_records_match_model, execute,  # noqa: E402
                              notebook_text, png_count)
 

@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 
 from conftest import NOTEBOOKS  # noqa: E402
 from helpers import p2p, ring  # noqa: E402
-from helpers.models import check, check_prediction  # noqa: E402
+from helpers.checks import check, check_prediction  # noqa: E402
 from notebook_runner import (assert_records_match_model, execute,  # noqa: E402
                              notebook_text, png_count)
 

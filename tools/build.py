@@ -22,7 +22,8 @@ from pathlib import Path
 import nbformat
 
 from helpers.runtime.files import atomic_write
-from helpers.results import REPO_ROOT, build_dir
+from helpers.collectives import REPO_ROOT
+from helpers.results import build_dir
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BUILD_DIR = build_dir()

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from helpers.runtime.cluster import ClusterConfigError, start_cluster, visible_gpu_count
-from helpers.results import REPO_ROOT
+from helpers.collectives import REPO_ROOT
 
 
 def check_notebook00(n_gpus: int) -> None:

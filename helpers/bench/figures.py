@@ -12,12 +12,13 @@ from typing import Any, Mapping, Sequence
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from helpers.bench.nccl_tests import COLLECTIVES, nccl_tests_table
+from helpers.bench.nccl_tests import nccl_tests_table
+from helpers.collectives import BENCHMARKED
 
 Row = Mapping[str, Any]
-COLORS = dict(zip(COLLECTIVES, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+COLORS = dict(zip(BENCHMARKED, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                 "#8c564b", "#e377c2", "#17becf"]))
-MARKERS = dict(zip(COLLECTIVES, "o^sDv<>P"))
+MARKERS = dict(zip(BENCHMARKED, "o^sDv<>P"))
 SMALL_BYTES = 64 * 1024  # "small sizes" for the latency plot: up to 64 KiB
 
 
@@ -35,7 +36,7 @@ def by_collective(rows: Sequence[Row]) -> dict[str, list[Row]]:
     groups: dict[str, list[Row]] = {}
     for row in rows:
         groups.setdefault(row["collective"], []).append(row)
-    order = [c for c in COLLECTIVES if c in groups] + [c for c in groups if c not in COLLECTIVES]
+    order = [c for c in BENCHMARKED if c in groups] + [c for c in groups if c not in BENCHMARKED]
     return {c: sorted(groups[c], key=lambda r: r["bytes"]) for c in order}
 
 

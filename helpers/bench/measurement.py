@@ -25,11 +25,12 @@ import torch
 import torch.distributed as dist
 
 from helpers.bench import nccl_tests as bandwidth
-from helpers.bench.nccl_tests import COLLECTIVES, DTYPE_SIZES, REDUCING, ROOTED
+from helpers.bench.nccl_tests import DTYPE_SIZES
+from helpers.collectives import BENCHMARKED, REDUCING, ROOT, check_benchmarked
 
 OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
        "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
-ROOT = 0
+ROOT_RANK = 0
 # The current names, with the pre-2.13 ones (now deprecated) as fallback.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter_single = (getattr(dist, "reduce_scatter_single", None)
@@ -68,10 +69,10 @@ def _call(collective: str, plan: bandwidth.Plan, dtype: torch.dtype, op: Any,
         return lambda: dist.all_reduce(t, op=op)
     if collective == "broadcast":
         t = zeros(piece)
-        return lambda: dist.broadcast(t, src=ROOT)
+        return lambda: dist.broadcast(t, src=ROOT_RANK)
     if collective == "reduce":
         t = zeros(piece)
-        return lambda: dist.reduce(t, dst=ROOT, op=op)
+        return lambda: dist.reduce(t, dst=ROOT_RANK, op=op)
     if collective == "all_gather":
         inp, out = zeros(piece), zeros(whole)
         return lambda: _all_gather_single(out, inp)
@@ -83,12 +84,12 @@ def _call(collective: str, plan: bandwidth.Plan, dtype: torch.dtype, op: Any,
         return lambda: dist.all_to_all_single(out, inp)
     if collective == "scatter":
         out = zeros(piece)
-        pieces = list(zeros(whole).chunk(n)) if rank == ROOT else None
-        return lambda: dist.scatter(out, pieces, src=ROOT)
+        pieces = list(zeros(whole).chunk(n)) if rank == ROOT_RANK else None
+        return lambda: dist.scatter(out, pieces, src=ROOT_RANK)
     if collective == "gather":
         inp = zeros(piece)
-        pieces = list(zeros(whole).chunk(n)) if rank == ROOT else None
-        return lambda: dist.gather(inp, pieces, dst=ROOT)
+        pieces = list(zeros(whole).chunk(n)) if rank == ROOT_RANK else None
+        return lambda: dist.gather(inp, pieces, dst=ROOT_RANK)
     raise AssertionError(collective)
 
 
@@ -124,7 +125,7 @@ def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = 
     if not dist.is_initialized():
         raise RuntimeError("measure() needs an initialised default process group "
                            "(dist.init_process_group) on every rank")
-    bandwidth.check_collective(collective)
+    check_benchmarked(collective)
     check_options(dtype, op)
     if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
         raise ValueError(f"iters must be an integer >= 1, got {iters!r}")
@@ -144,7 +145,7 @@ def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = 
     mean_s = seconds.item() / n
     return {"collective": collective, "world_size": n, "backend": str(dist.get_backend()),
             "dtype": dtype, "op": op if collective in REDUCING else None,
-            "root": ROOT if collective in ROOTED else None,
+            "root": ROOT_RANK if collective in ROOT else None,
             "bytes": plan.bytes, "count": plan.piece, "time_us": mean_s * 1e6,
             "algbw": bandwidth.algbw(collective, plan.bytes, mean_s),
             "busbw": bandwidth.busbw(collective, plan.bytes, mean_s, n)}
@@ -159,7 +160,7 @@ def sweep(collectives: Sequence[str], sizes: Sequence[int], dtype: str = "float3
     them (e.g. ``tqdm``, or ``lambda points: tqdm(points, desc="bench")``).
     """
     for collective in collectives:
-        bandwidth.check_collective(collective)
+        check_benchmarked(collective)
     check_options(dtype, op)
     points = [(collective, size) for collective in collectives for size in sizes]
     results = []
@@ -188,10 +189,10 @@ def parse_size(text: str) -> int:
 
 def _collective_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    bad = [name for name in names if name not in COLLECTIVES]
+    bad = [name for name in names if name not in BENCHMARKED]
     if bad or not names:
         raise argparse.ArgumentTypeError(f"unknown collective(s) {', '.join(bad) or repr(text)}; "
-                                         f"valid: {', '.join(COLLECTIVES)}")
+                                         f"valid: {', '.join(BENCHMARKED)}")
     return names
 
 
@@ -214,8 +215,8 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="torchrun --standalone --nproc_per_node N -m helpers.bench",
                 description="nccl-tests style bandwidth sweep over torch.distributed "
                             "collectives (rank 0 prints the results).")
-    p.add_argument("--collectives", type=_collective_list, default=list(COLLECTIVES),
-                   help=f"comma-separated list (default: all: {','.join(COLLECTIVES)})")
+    p.add_argument("--collectives", type=_collective_list, default=list(BENCHMARKED),
+                   help=f"comma-separated list (default: all: {','.join(BENCHMARKED)})")
     p.add_argument("--min-bytes", type=parse_size, default=8, help="default 8")
     p.add_argument("--max-bytes", type=parse_size, default=64 * bandwidth.MiB,
                    help="default 64M")

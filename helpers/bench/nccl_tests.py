@@ -17,12 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-COLLECTIVES = ("scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
-               "reduce_scatter", "all_to_all")
+from helpers.collectives import (BENCHMARKED, positive_int, bus_factor,  # noqa: F401
+                                 check_benchmarked)
+
 # Collectives whose S is n pieces of one rank's count: S is rounded down to n * typesize.
 SPLIT = ("scatter", "gather", "all_gather", "reduce_scatter", "all_to_all")
-ROOTED = ("scatter", "gather", "broadcast", "reduce")
-REDUCING = ("reduce", "all_reduce", "reduce_scatter")
 
 DTYPE_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8,
                "int8": 1, "uint8": 1, "int32": 4, "int64": 8}
@@ -34,33 +33,9 @@ MiB = 1 << 20
 GB = 1e9
 
 
-def check_collective(collective: str) -> str:
-    """`collective` if it is one of COLLECTIVES, else ValueError listing them."""
-    if collective not in COLLECTIVES:
-        raise ValueError(f"unknown collective {collective!r}; valid: {', '.join(COLLECTIVES)}")
-    return collective
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
-def bus_factor(collective: str, n: int) -> float:
-    """busbw / algbw for `collective` on n ranks (nccl-tests' table)."""
-    check_collective(collective)
-    n = _positive_int("world_size", n)
-    if collective == "all_reduce":
-        return 2 * (n - 1) / n
-    if collective in ("broadcast", "reduce"):
-        return 1.0
-    return (n - 1) / n
-
-
 def algbw(collective: str, size_bytes: int, time_s: float) -> float:
     """Algorithm bandwidth S / t in GB/s; `size_bytes` is S as nccl-tests counts it."""
-    check_collective(collective)
+    check_benchmarked(collective)
     if not time_s > 0:
         raise ValueError(f"time_s must be > 0, got {time_s!r}")
     return size_bytes / time_s / GB
@@ -73,8 +48,8 @@ def busbw(collective: str, size_bytes: int, time_s: float, world_size: int) -> f
 
 def sweep_sizes(min_bytes: int = 8, max_bytes: int = 64 * MiB, factor: int = 2) -> list[int]:
     """Sizes min_bytes, min_bytes*factor, ... up to max_bytes (as nccl-tests -b -e -f)."""
-    _positive_int("min_bytes", min_bytes)
-    _positive_int("max_bytes", max_bytes)
+    positive_int("min_bytes", min_bytes)
+    positive_int("max_bytes", max_bytes)
     if min_bytes > max_bytes:
         raise ValueError(f"min_bytes ({min_bytes}) must be <= max_bytes ({max_bytes})")
     if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
@@ -112,9 +87,9 @@ def plan(collective: str, size_bytes: int, world_size: int, dtype_size: int) -> 
     The split collectives round S down to a multiple of world_size * dtype_size, as
     nccl-tests does; the others round it down to a multiple of dtype_size.
     """
-    check_collective(collective)
-    _positive_int("world_size", world_size)
-    _positive_int("dtype_size", dtype_size)
+    check_benchmarked(collective)
+    positive_int("world_size", world_size)
+    positive_int("dtype_size", dtype_size)
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
         raise ValueError(f"size_bytes must be a non-negative integer, got {size_bytes!r}")
     ranks = world_size if collective in SPLIT else 1

@@ -1,6 +1,6 @@
 """Drive a bandwidth sweep from the notebook: one `apply` of helpers.bench.measurement.measure per point.
 
-    per_rank = run_sweep(cluster, COLLECTIVES, sweep_sizes(8, 4 * MiB), iters=5, warmup=2)
+    per_rank = run_sweep(cluster, BENCHMARKED, sweep_sizes(8, 4 * MiB), iters=5, warmup=2)
     rows = rank0_rows(per_rank)          # the table/plot rows
     report_ranks_agree(per_rank)         # rank r ✓: its rows are rank 0's
 

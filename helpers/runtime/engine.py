@@ -13,6 +13,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from helpers.formatting import to_plain
+
 # Rank 0 owns the rendezvous store; it must outlive the call that created it.
 _master_store: dist.TCPStore | None = None
 
@@ -123,23 +125,6 @@ def snapshot(**arguments: Any) -> dict:
         return value
 
     return {name: copy(value) for name, value in arguments.items()}
-
-
-def to_plain(value: Any) -> Any:
-    """Tensors become {"values", "dtype", "device"}; containers are converted inside."""
-    if isinstance(value, torch.Tensor):
-        return {
-            "values": value.detach().cpu().tolist(),
-            "dtype": str(value.dtype).removeprefix("torch."),
-            "device": str(value.device),
-        }
-    if isinstance(value, dict):
-        return {k: to_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
-    if isinstance(value, torch.device):
-        return str(value)
-    return value
 
 
 def pull(names: list[str]) -> dict:

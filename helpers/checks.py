@@ -1,0 +1,146 @@
+"""The ✓/✗ per rank against the NumPy model, and the exercise checker (grading).
+
+`check(record)` is the verdict per rank; `report(record)` prints one line per rank
+("rank 0 ✓  tensor = [3.0]"); `check_prediction` grades a reader's prediction.
+Used by notebooks 01-12 (self-checks and exercises) and by helpers.p2p and support.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from helpers.formatting import one_line
+from helpers.models import (OUTPUT, ROOT, TOLERANCES, UNSPECIFIED, _is_float, _parse,
+                            _value, expected_after)
+
+
+def _matches(expected: Any, actual: Any, dtype: str) -> bool:
+    if expected is UNSPECIFIED:
+        return True
+    if expected is None or actual is None:
+        return expected is None and actual is None
+    if not isinstance(expected, (list, np.ndarray)):  # split sizes: plain ints
+        return bool(expected == actual)
+    if isinstance(expected, list):
+        return (isinstance(actual, (list, tuple)) and len(actual) == len(expected)
+                and all(_matches(e, a, dtype) for e, a in zip(expected, actual)))
+    try:
+        actual = np.asarray(actual)
+        if actual.shape != expected.shape or actual.dtype == object:
+            return False
+        if not _is_float(dtype):
+            return bool(np.array_equal(actual, expected))
+        rtol, atol = TOLERANCES[dtype]
+        return bool(np.allclose(actual.astype(np.float64), expected.astype(np.float64),
+                                rtol=rtol, atol=atol, equal_nan=True))
+    except (TypeError, ValueError):
+        return False
+
+
+def _afters(record: dict) -> list[dict]:
+    ranks = sorted(record["ranks"], key=lambda r: r.get("rank", 0))
+    return [r.get("after") or {} for r in ranks]
+
+
+def _per_arg(record: dict) -> tuple[list[dict], list[dict[str, bool]]]:
+    """The model's afters, and per rank: argument name -> does "after" match it."""
+    dtype, exps = _parse(record)[2], expected_after(record)
+    return exps, [{n: _matches(e, after.get(n), dtype) for n, e in exp.items()}
+                  for exp, after in zip(exps, _afters(record))]
+
+
+def check(record: dict) -> list[bool]:
+    """Per rank: True when every argument's "after" matches the model."""
+    return [all(oks.values()) for oks in _per_arg(record)[1]]
+
+
+def report(record: dict) -> list[bool]:
+    """Print one ✓/✗ line per rank (its output, and any argument that is off); return check()."""
+    collective, _, dtype, params, _ = _parse(record)
+    exps, oks = _per_arg(record)
+    for r, (exp, after, ok) in enumerate(zip(exps, _afters(record), oks)):
+        parts = []
+        for name, e in exp.items():
+            if name != OUTPUT[collective] and ok[name]:
+                continue
+            try:
+                shown = one_line(_value(name, after.get(name), dtype))
+            except (TypeError, ValueError):
+                shown = one_line(after.get(name))
+            if e is UNSPECIFIED:
+                key = ROOT[collective]
+                shown += f" (not defined by {collective}: only {key} {params[key]} is)"
+            elif not ok[name]:
+                shown += f" (model: {one_line(e)})"
+            elif collective == "send_recv" and r in (params.get("src"), params.get("dst")):
+                shown += (f" (src: sent to rank {params['dst']}, unchanged)" if r == params["src"]
+                          else f" (dst: received from rank {params['src']})")
+            elif e is None:
+                shown += (" (not part of this send/recv)" if collective == "send_recv"
+                          else " (not passed on this rank)")
+            parts.append(f"{name} = {shown}")
+        print(f"rank {r} {'✓' if all(ok.values()) else '✗'}  " + "  ".join(parts))
+    return [all(ok.values()) for ok in oks]
+
+
+
+
+def _close(predicted: Any, actual: Any) -> bool:
+    """Nested comparison of a student's prediction with a measured value."""
+    if isinstance(predicted, np.ndarray):
+        predicted = predicted.tolist()
+    if isinstance(actual, np.ndarray):
+        actual = actual.tolist()
+    if isinstance(predicted, (list, tuple)) or isinstance(actual, (list, tuple)):
+        return (isinstance(predicted, (list, tuple)) and isinstance(actual, (list, tuple))
+                and len(predicted) == len(actual)
+                and all(_close(p, a) for p, a in zip(predicted, actual)))
+    if predicted is None or actual is None or predicted is Ellipsis:
+        return predicted is actual
+    try:
+        return bool(np.isclose(float(predicted), float(actual), rtol=1e-3, atol=1e-3, equal_nan=True))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_prediction(prediction: Sequence[Any] | None, actual_afters: Sequence[dict] | dict,
+                     arg: str, undefined: Sequence[int] = ()) -> bool:
+    """Compare a student's per-rank prediction of `arg` with what the ranks measured.
+
+    `actual_afters` is the list of per-rank "after" dicts, or a whole record (then
+    the ranks where the API leaves `arg` undefined are found by the model; with a
+    list, name them in `undefined`). Predict None for "not defined"/"not passed".
+    Prints one ✓/✗ line per rank and returns True when all are right.
+    """
+    if prediction is None or prediction is Ellipsis:
+        print(f"✎ Fill in your prediction for {arg!r} first (one value per rank, None where "
+              "it is not defined or not passed), then run this cell again.")
+        return False
+    undefined = set(undefined)
+    if isinstance(actual_afters, dict):
+        record = actual_afters
+        undefined |= {r for r, exp in enumerate(expected_after(record))
+                      if exp.get(arg) is UNSPECIFIED}
+        actual_afters = _afters(record)
+    afters = [a["after"] if "after" in a and arg not in a else a for a in actual_afters]
+    if len(prediction) != len(afters):
+        print(f"✗ Your prediction has {len(prediction)} entries but there are {len(afters)} "
+              "ranks: give one value per rank.")
+        return False
+    oks = []
+    for r, (p, after) in enumerate(zip(prediction, afters)):
+        measured = after.get(arg)
+        if p is Ellipsis:
+            ok, note = False, "  (fill this one in)"
+        elif r in undefined:
+            ok = p is None
+            note = ("  (not defined by the API: don't rely on what you measure)" if ok else
+                    "  (not defined by the API: predict None; no program may rely on it)")
+        else:
+            ok, note = _close(p, measured), ""
+        shown = "not defined / not passed" if p is None else "..." if p is Ellipsis else one_line(p)
+        print(f"rank {r} {'✓' if ok else '✗'}  predicted {shown}   measured {one_line(measured)}{note}")
+        oks.append(ok)
+    print("All ranks right!" if all(oks) else f"{sum(oks)} of {len(oks)} ranks right.")
+    return all(oks)
