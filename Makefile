@@ -69,7 +69,7 @@ gpu-check: $(INSTALLED)
 	$(PYTHON) -m tools.gpu_check
 
 images: $(INSTALLED)
-	$(PYTHON) -c 'import sys; from helpers.diagrams import main; sys.exit(main())'
+	$(PYTHON) -m helpers.drawings
 
 bench: $(INSTALLED)
 	$(PYTHON) benchmarks/notebook_vs_torchrun.py --repeats 3

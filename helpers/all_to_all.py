@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from helpers import collectives, plots
+from helpers import collectives, panels
 from helpers.formatting import format_value
 
 CELL_FONT = 9.5
@@ -48,12 +48,12 @@ def _chunks(state: Mapping[str, Any], arg: str, sizes_name: str, world_size: int
     if isinstance(value, list) and arg.endswith("_list"):
         if len(value) != world_size:
             raise ValueError(f"{arg} has {len(value)} tensors, world_size is {world_size}")
-        return [plots.flatten(v) for v in value]
+        return [panels.flatten(v) for v in value]
     rows = value if isinstance(value, list) else [value]      # dim 0 of the tensor
     sizes = split_sizes(state, sizes_name, len(rows), world_size)
     out, start = [], 0
     for size in sizes:
-        out.append(plots.flatten(rows[start:start + size]))
+        out.append(panels.flatten(rows[start:start + size]))
         start += size
     return out
 
@@ -150,7 +150,7 @@ def _grid(ax, matrix, colors, title: str, row_label: str, col_label: str,
                                    edgecolor="#3a3a3a", linewidth=0.8,
                                    gid=f"{tag}[{i}][{j}]={text}"))
             ax.text((j + 0.5) * cell_w, i + 0.5, text, ha="center", va="center", fontsize=fs,
-                    color=plots.text_color_for(face))
+                    color=panels.text_color_for(face))
 
 
 def plot_exchange(record: Mapping[str, Any], title: str | None = None) -> Figure:
@@ -161,7 +161,7 @@ def plot_exchange(record: Mapping[str, Any], title: str | None = None) -> Figure
     n = len(sent)
     length = uniform_length(sent, received)
     count = length is None
-    colors = plots.record_colors(plots.build_panels(record))   # the same colours as plot_record
+    colors = panels.record_colors(panels.build_panels(record))   # the same colours as plot_record
     longest = max(len(chunk_text(c, count)) for row in sent + received for c in row)
     unit = 0.42 if n <= 4 else 0.34                 # inches per matrix row
     font = CELL_FONT if n <= 4 else CELL_FONT - 1

@@ -81,7 +81,7 @@ def received_by_rank(records: Sequence[dict], world_size: int) -> list[dict]:
     return out
 
 
-def plot_exchange(cluster: Any, title: str, before: str = "before", after: str = "after"):
+def plot_transfers(cluster: Any, title: str, before: str = "before", after: str = "after"):
     """Every rank's buffers before → after an exchange, one panel per rank."""
     states = cluster.pull(before, after)
     tensor = first_tensor([s[before] for s in states])

@@ -235,7 +235,7 @@ def plot_ring(trace: RingTrace, measured: Any = None, phase: str | None = None,
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
-    from helpers.plots import text_color_for
+    from helpers.panels import text_color_for
 
     n = trace.world_size
     rows = phase_rows(n, phase)

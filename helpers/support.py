@@ -67,7 +67,7 @@ def verify(record: Mapping[str, Any]) -> tuple[str, str | None]:
     return "ok", None
 
 
-def classify(cluster: Any, key: tuple, outcomes: Sequence[Mapping[str, Any]]
+def classify_case(cluster: Any, key: tuple, outcomes: Sequence[Mapping[str, Any]]
              ) -> tuple[dict, dict | None]:
     """One case of the matrix from every rank's outcome, and its record if accepted."""
     collective, dtype, op = key
@@ -104,7 +104,7 @@ def probe_records(cluster: Any, collective: str, name: str = "probe"
     records, refused = [], {}
     for key in per_rank[0]:
         op, dtype = key.split("/")
-        case, record = classify(cluster, (collective, dtype, op), [p[key] for p in per_rank])
+        case, record = classify_case(cluster, (collective, dtype, op), [p[key] for p in per_rank])
         if record is None:
             refused[key] = case["error"]
         else:
@@ -142,7 +142,7 @@ def build_matrix(cluster: Any, per_rank: Sequence[Mapping[tuple, Mapping[str, An
     keys = list(per_rank[0])
     cases, records = [], []
     for key in keys:
-        case, record = classify(cluster, tuple(key), [outcomes[key] for outcomes in per_rank])
+        case, record = classify_case(cluster, tuple(key), [outcomes[key] for outcomes in per_rank])
         cases.append(case)
         if record is not None:
             case["record"] = len(records)         # index into the records
@@ -374,7 +374,7 @@ def find_record(records: Iterable[Mapping[str, Any]], collective: str, dtype: st
     return None
 
 
-def grade_prediction(prediction: Mapping[tuple, Any] | None, matrix: Mapping[str, Any]) -> bool:
+def grade_support_prediction(prediction: Mapping[tuple, Any] | None, matrix: Mapping[str, Any]) -> bool:
     """Compare {(collective, dtype[, op]): True (accepted) / False (refused)} with this run.
 
     Prints one ✓/✗ line per case and returns True when all are right; asks for the

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import diagrams, models  # noqa: E402
+from helpers import diagrams, drawings, models  # noqa: E402
 
 
 def make_png(text: str = "upstream") -> bytes:
@@ -89,7 +89,7 @@ def cached_files(cache: Path) -> list[Path]:
 
 # ---------------------------------------------------------------- (a) images are current
 def test_committed_images_are_current(tmp_path):
-    fresh = diagrams.write_images(tmp_path)
+    fresh = drawings.write_images(tmp_path)
     assert [p.name for p in fresh] == [f"{c}.png" for c in diagrams.LOCAL_DRAWINGS]
     for path in fresh:
         committed = diagrams.IMAGES_DIR / path.name
@@ -103,8 +103,8 @@ def test_committed_images_are_current(tmp_path):
 
 
 def test_write_images_is_deterministic(tmp_path):
-    first = diagrams.write_images(tmp_path / "a", collectives=["scatter"])[0].read_bytes()
-    second = diagrams.write_images(tmp_path / "b", collectives=["scatter"])[0].read_bytes()
+    first = drawings.write_images(tmp_path / "a", collectives=["scatter"])[0].read_bytes()
+    second = drawings.write_images(tmp_path / "b", collectives=["scatter"])[0].read_bytes()
     assert first == second and diagrams.is_png(first)
 
 
@@ -112,7 +112,7 @@ def test_drawing_follows_the_model():
     params = {"dst": 0, "op": "SUM"}
     befores = models.example_befores("reduce", 4, params, size=1)
     afters = models.model_after("reduce", befores, params)
-    fig = diagrams.draw_collective("reduce", 4)
+    fig = drawings.draw_collective("reduce", 4)
     shown = [t.get_text() for t in fig.axes[0].texts]
     result = f"{afters[0]['tensor'][0]:g}"
     inputs = [f"{b['tensor'][0]:g}" for b in befores]

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from conftest import NOTEBOOKS
-from helpers.bench.figures import check_factors, grade_prediction, plot_busbw, plot_latency
+from helpers.bench.figures import check_factors, grade_busbw_prediction, plot_busbw, plot_latency
 from helpers.bench.sweep import DisplayBar
 from notebook_runner import execute, notebook_text, png_count
 
@@ -100,12 +100,12 @@ def test_check_factors_marks_a_wrong_factor(capsys):
 
 def test_grade_prediction_asks_then_grades(capsys):
     row = _row("all_gather", 992, 5.0, 0.75)  # 62 elements per rank on 4 ranks
-    assert not grade_prediction({"bytes": ..., "count": 62, "busbw / algbw": 0.75}, row)
+    assert not grade_busbw_prediction({"bytes": ..., "count": 62, "busbw / algbw": 0.75}, row)
     assert "✎" in capsys.readouterr().out
-    assert not grade_prediction({"bytes": 1000, "count": 62, "busbw / algbw": 0.75}, row)
+    assert not grade_busbw_prediction({"bytes": 1000, "count": 62, "busbw / algbw": 0.75}, row)
     out = capsys.readouterr().out
     assert re.search(r"bytes\s+✗", out) and re.search(r"count\s+✓", out)
-    assert grade_prediction({"bytes": 992, "count": 248 // 4, "busbw / algbw": 3 / 4}, row)
+    assert grade_busbw_prediction({"bytes": 992, "count": 248 // 4, "busbw / algbw": 3 / 4}, row)
     assert "✗" not in capsys.readouterr().out
 
 

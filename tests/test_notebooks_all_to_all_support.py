@@ -149,13 +149,13 @@ def test_matrix_input_errors():
 
 
 def test_plot_exchange_draws_both_matrices_in_plot_record_colours():
-    from helpers import plots
+    from helpers import panels
 
     record = model_record("all_to_all", 3)
     fig = all_to_all.plot_exchange(record)
     cells = {p.get_gid(): p.get_facecolor() for ax in fig.axes for p in ax.patches}
     assert len(cells) == 2 * 9
-    colors = plots.record_colors(plots.build_panels(record))
+    colors = panels.record_colors(panels.build_panels(record))
     from matplotlib.colors import to_rgba
     assert cells["sent[1][0]=11"] == cells["received[0][1]=11"] == to_rgba(colors("11"))
     assert cells["sent[2][1]=22"] == cells["received[1][2]=22"] == to_rgba(colors("22"))
@@ -326,18 +326,18 @@ def test_lookup_summary_and_prediction(capsys):
     assert support.find_record(records, "reduce", "int64", "MAX")["params"]["op"] == "MAX"
     assert support.find_record(records, "gather", "int64") is None
 
-    assert support.grade_prediction(None, found) is False
+    assert support.grade_support_prediction(None, found) is False
     assert "Fill in" in capsys.readouterr().out
-    assert support.grade_prediction({("broadcast", "float32"): ...}, found) is False
+    assert support.grade_support_prediction({("broadcast", "float32"): ...}, found) is False
     assert "✎ Fill in" in capsys.readouterr().out
     right = {("all_reduce", "float32", "BAND"): False, ("broadcast", "float32"): True,
              ("all_reduce", "int64", "MAX"): True}
-    assert support.grade_prediction(right, found) is True
+    assert support.grade_support_prediction(right, found) is True
     out = capsys.readouterr().out
     assert out.count("✓ ") == 3 and "All predictions right!" in out
     assert "accepted (wrong)" in out and "refused: RuntimeError: Cannot use ReduceOp.BAND" in out
     wrong = {("all_reduce", "float32", "BAND"): True, ("broadcast", "float32"): False}
-    assert support.grade_prediction(wrong, found) is False
+    assert support.grade_support_prediction(wrong, found) is False
     out = capsys.readouterr().out
     assert out.count("✗ ") == 2 and "0 of 2 right." in out
 

@@ -321,5 +321,5 @@ def test_pair_records_of_an_exchange_between_two_of_four_ranks():
 
 
 def test_plot_exchange_draws_every_rank():
-    fig = p2p.plot_exchange(FakeCluster(_shift_states(4, 1)), "ring shift")
+    fig = p2p.plot_transfers(FakeCluster(_shift_states(4, 1)), "ring shift")
     assert sorted(ax.get_gid() for ax in fig.axes) == [f"rank{r}" for r in range(4)]

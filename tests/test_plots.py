@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import models, plots  # noqa: E402
+from helpers import formatting, models, panels, plots  # noqa: E402
 
 COLLECTIVES = ["scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
                "all_gather_single", "reduce_scatter", "reduce_scatter_single",
@@ -71,7 +71,7 @@ def cell_colors(ax, value: str) -> list[tuple]:
 def values(state) -> list[str]:
     if state is None or state is models.UNSPECIFIED:
         return []
-    return [plots.format_value(v) for v in plots.flatten(state)]
+    return [formatting.format_value(v) for v in panels.flatten(state)]
 
 
 @pytest.fixture(autouse=True)
@@ -152,8 +152,8 @@ def test_same_value_same_colour_across_panels():
 def test_reduced_result_has_its_own_colour():
     record = model_record("all_reduce", 4, {"op": "SUM"})
     axes = rank_axes(plots.plot_record(record))
-    result = plots.format_value(record["ranks"][0]["after"]["tensor"][0])
-    inputs = {plots.format_value(r["before"]["tensor"][0]) for r in record["ranks"]}
+    result = formatting.format_value(record["ranks"][0]["after"]["tensor"][0])
+    inputs = {formatting.format_value(r["before"]["tensor"][0]) for r in record["ranks"]}
     result_colors = {c for ax in axes.values() for c in cell_colors(ax, result)}
     assert len(result_colors) == 1
     input_colors = {c for r, ax in axes.items() for v in inputs for c in cell_colors(ax, v)}
@@ -227,7 +227,7 @@ def test_split_sizes_are_plain_text():
     (1.0, "1"), (2.5, "2.5"), (1 / 3, "0.333"), (-0.0, "0"), (7, "7"), (64.0, "64"),
     (0.1 + 0.2, "0.3"), (1e-5, "1e-05"), (123456.7, "1.23e+05"), (float("nan"), "nan"), (True, "T")])
 def test_format_value(value, text):
-    assert plots.format_value(value) == text
+    assert formatting.format_value(value) == text
 
 
 def test_zero_dim_tensors_and_numpy_values():

@@ -68,7 +68,7 @@ def to_html(nb: nbformat.NotebookNode) -> str:
     return body
 
 
-def describe(notebook: Path) -> tuple[str, str]:
+def notebook_summary(notebook: Path) -> tuple[str, str]:
     """(title, one-line summary): the '# ' heading and the first 'What you will learn' item."""
     nb = nbformat.read(notebook, as_version=4)
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
@@ -151,7 +151,7 @@ def write_index(notebooks: list[Path]) -> None:
     for nb in notebooks:
         if not (HTML_DIR / f"{nb.stem}.html").exists():
             continue
-        title, summary = describe(nb)
+        title, summary = notebook_summary(nb)
         thumb = HTML_DIR / "thumbs" / f"{nb.stem}.png"
         picture = (f'<img src="thumbs/{nb.stem}.png" alt="result plot of {html.escape(title)}">'
                    if thumb.exists() else '<div class="nothumb">no plot</div>')

@@ -154,7 +154,7 @@ def check_factors(rows: Sequence[Row], factors: Mapping[str, float]) -> bool:
     return ok_all
 
 
-def grade_prediction(prediction: Mapping[str, Any] | None, row: Row) -> bool:
+def grade_busbw_prediction(prediction: Mapping[str, Any] | None, row: Row) -> bool:
     """Compare a predicted {"bytes", "count", "busbw / algbw"} with a measured row: ✓/✗ each."""
     if (prediction is None or prediction is Ellipsis
             or any(v is None or v is Ellipsis for v in prediction.values())):

@@ -36,7 +36,7 @@ _KNOWN = [
 history: list[dict] = []  # every diagnosis shown in this kernel, oldest first
 
 
-def classify(text: str) -> tuple[str, bool]:
+def classify_failure(text: str) -> tuple[str, bool]:
     """(what the error means, whether the process group is still usable)."""
     for pattern, meaning, survives in _KNOWN:
         if re.search(pattern, text):
@@ -67,7 +67,7 @@ def diagnose(error: Any, rank_of_engine: dict[int, int],
         died = re.search(r"Engine (\d+) died", text)
         engine_id = int(died.group(1)) if died else (info or {}).get("engine_id", -1)
         rank = rank_of_engine.get(engine_id, engine_id)
-        meaning, survives = classify(text)
+        meaning, survives = classify_failure(text)
         first_line = next((ln for ln in str(evalue).splitlines() if ln.strip()), "")
         failed[rank] = {"rank": rank, "meaning": meaning, "survives": survives,
                         "error": f"{ename}: {first_line}"[:300]}
@@ -83,7 +83,7 @@ def diagnose(error: Any, rank_of_engine: dict[int, int],
     }
 
 
-def describe(diagnosis: dict) -> str:
+def describe_diagnosis(diagnosis: dict) -> str:
     """The diagnosis as a few lines for the notebook: ✗ per failed rank, then the way on."""
     if not diagnosis["failed"]:
         return ""
@@ -120,7 +120,7 @@ def show_with_diagnosis(current: Callable[[], Any]) -> Callable:
         diagnosis = diagnose(value, {r.engine_id: r.rank for r in cluster.ranks}, targets)
         if diagnosis["failed"]:
             history.append(diagnosis)
-            print(describe(diagnosis))
+            print(describe_diagnosis(diagnosis))
         return None
 
     return handler
