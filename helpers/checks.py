@@ -11,8 +11,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from helpers.formatting import one_line
-from helpers.models import (OUTPUT, ROOT, TOLERANCES, UNSPECIFIED, _is_float, _parse,
-                            _value, expected_after)
+from helpers.collectives import OUTPUT, ROOT
+from helpers.models import TOLERANCES, UNSPECIFIED, _is_float, _parse, _value, expected_after
 
 
 def _matches(expected: Any, actual: Any, dtype: str) -> bool:

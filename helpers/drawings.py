@@ -54,9 +54,9 @@ def model_states(collective: str, world_size: int = 4, params: Mapping[str, Any]
         befores = [{"tensor": [1.0] * size}, {"tensor": [0.0] * size}]
         afters = [{"tensor": list(befores[0]["tensor"])} for _ in range(2)]
         return befores, afters, params
-    from . import models
-    befores = models.example_befores(collective, world_size, params, size=size)
-    afters = models.model_after(collective, befores, params)
+    from helpers import examples
+    befores = examples.example_befores(collective, world_size, params, size=size)
+    afters = examples.model_after(collective, befores, params)
     return befores, afters, params
 
 

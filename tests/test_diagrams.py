@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import diagrams, drawings, models  # noqa: E402
+from helpers import diagrams, drawings, examples  # noqa: E402
 
 
 def make_png(text: str = "upstream") -> bytes:
@@ -110,8 +110,8 @@ def test_write_images_is_deterministic(tmp_path):
 
 def test_drawing_follows_the_model():
     params = {"dst": 0, "op": "SUM"}
-    befores = models.example_befores("reduce", 4, params, size=1)
-    afters = models.model_after("reduce", befores, params)
+    befores = examples.example_befores("reduce", 4, params, size=1)
+    afters = examples.model_after("reduce", befores, params)
     fig = drawings.draw_collective("reduce", 4)
     shown = [t.get_text() for t in fig.axes[0].texts]
     result = f"{afters[0]['tensor'][0]:g}"

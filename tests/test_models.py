@@ -17,8 +17,8 @@ import pytest
 
 from helpers import models
 from helpers.checks import check, check_prediction, report
-from helpers.models import (COLLECTIVES, REDUCE_OPS, UNSPECIFIED, example_befores, expected_after,
-                            model_after, reduce_arrays)
+from helpers.examples import example_befores, model_after
+from helpers.models import COLLECTIVES, REDUCE_OPS, UNSPECIFIED, expected_after, reduce_arrays
 
 FLOAT_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG")
 INT_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")

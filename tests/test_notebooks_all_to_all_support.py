@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from conftest import NOTEBOOKS  # noqa: E402
-from helpers import all_to_all, models, support  # noqa: E402
+from helpers import all_to_all, examples, models, support  # noqa: E402
 from helpers.checks import check  # noqa: E402
 from notebook_runner import (assert_records_match_model, execute,  # noqa: E402
                              notebook_text, png_count)
@@ -99,8 +99,8 @@ def test_backend_support_notebook(n_ranks, tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- helpers.all_to_all
 
 def model_record(collective: str, world_size: int, params: dict | None = None) -> dict:
-    befores = models.example_befores(collective, world_size, params)
-    afters = models.model_after(collective, befores, params)
+    befores = examples.example_befores(collective, world_size, params)
+    afters = examples.model_after(collective, befores, params)
     return {"collective": collective, "backend": "gloo", "world_size": world_size,
             "dtype": "float32", "params": {},
             "ranks": [{"rank": r, "device": "cpu", "before": b, "after": a}
@@ -181,11 +181,11 @@ def accepted(collective: str, world_size: int, op: str | None = None, dtype: str
              tamper: int | None = None) -> list[dict]:
     """Every rank's outcome of a correct call (rank `tamper` off by one)."""
     params = support.case_params(collective, op)
-    befores = models.example_befores(collective, world_size, params)
-    befores = [{k: models.model_after("broadcast", [{"tensor": v}], {"src": 0}, dtype)[0]["tensor"]
+    befores = examples.example_befores(collective, world_size, params)
+    befores = [{k: examples.model_after("broadcast", [{"tensor": v}], {"src": 0}, dtype)[0]["tensor"]
                 if v is not None and k not in models.LIST_ARGS else v for k, v in b.items()}
                for b in befores]
-    afters = models.model_after(collective, befores, params, dtype)
+    afters = examples.model_after(collective, befores, params, dtype)
     if tamper is not None:
         name = models.OUTPUT[collective]
         afters[tamper][name] = [v + 1 for v in afters[tamper][name]]

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers import formatting, models, panels, plots  # noqa: E402
+from helpers import examples, formatting, models, panels, plots  # noqa: E402
 
 COLLECTIVES = ["scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
                "all_gather_single", "reduce_scatter", "reduce_scatter_single",
@@ -28,8 +28,8 @@ def model_record(collective: str, world_size: int = 4, params: dict | None = Non
     for key in ("src", "dst"):
         if key in params:
             params[key] = min(params[key], world_size - 1)
-    befores = models.example_befores(collective, world_size, params)
-    afters = models.model_after(collective, befores, params)
+    befores = examples.example_befores(collective, world_size, params)
+    afters = examples.model_after(collective, befores, params)
     ranks = []
     for r, (b, a) in enumerate(zip(befores, afters)):
         a = {k: ([-7.0] * len(b[k]) if v is models.UNSPECIFIED else v) for k, v in a.items()}
@@ -173,8 +173,8 @@ def test_undefined_buffer_is_hatched_but_shows_its_value():
 
 
 def test_plot_states_with_model_sentinels():
-    befores = models.example_befores("reduce", 3, {"dst": 0, "op": "SUM"})
-    afters = models.model_after("reduce", befores, {"dst": 0, "op": "SUM"})
+    befores = examples.example_befores("reduce", 3, {"dst": 0, "op": "SUM"})
+    afters = examples.model_after("reduce", befores, {"dst": 0, "op": "SUM"})
     fig = plots.plot_states("reduce", befores, afters, {"dst": 0, "op": "SUM"})
     axes = rank_axes(fig)
     assert len(axes) == 3
@@ -216,8 +216,8 @@ def test_one_rank():
 
 def test_split_sizes_are_plain_text():
     params = {"input_split_sizes": [1, 2, 1, 2]}
-    befores = models.example_befores("all_to_all_single", 4, params)
-    afters = models.model_after("all_to_all_single", befores, params)
+    befores = examples.example_befores("all_to_all_single", 4, params)
+    afters = examples.model_after("all_to_all_single", befores, params)
     axes = rank_axes(plots.plot_states("all_to_all_single", befores, afters, params))
     assert "[1, 2, 1, 2]" in texts(axes[0])
     assert not cell_colors(axes[0], "[1, 2, 1, 2]")
