@@ -15,7 +15,7 @@ PYTHON := $(ENV_DIR)/bin/python
 INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install install-mpi html slides student test test-quick lab gpu-check images bench clean
+.PHONY: help install install-mpi html slides student test test-quick lab gpu-check images bench shared-cells clean
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
@@ -29,6 +29,7 @@ help:
 	@echo "make gpu-check   the NCCL path, on a machine with GPUs"
 	@echo "make images      redraw images/ from the NumPy models"
 	@echo "make bench       notebook path against torchrun: busbw, latency, start (ratios)"
+	@echo "make shared-cells  rewrite the repeated cells from tools/shared_cells/*.md"
 	@echo "(environment: $(ENV_DIR))"
 
 $(ENV_DIR)/bin/python:
@@ -73,6 +74,9 @@ images: $(INSTALLED)
 
 bench: $(INSTALLED)
 	$(PYTHON) benchmarks/notebook_vs_torchrun.py --repeats 3
+
+shared-cells: $(INSTALLED)
+	$(PYTHON) -m tools.shared_cells
 
 clean:
 	rm -rf build
