@@ -82,3 +82,55 @@ def test_a_failing_notebook_is_named_with_its_cell_and_keeps_the_old_page(tmp_pa
     assert old_page.read_text() == "the last good page"
     leftovers = [p.name for p in old_page.parent.iterdir() if p.name.endswith(".tmp")]
     assert not leftovers
+
+
+def _source_copy(tmp_path):
+    """The parts of the repository a page depends on, copied so a test may edit them."""
+    import shutil
+    root = tmp_path / "repo"
+    for name in ("helpers", "tools", "images", "notebooks"):
+        shutil.copytree(REPO / name, root / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy(REPO / "requirements.txt", root / "requirements.txt")
+    return root
+
+
+def test_only_what_a_notebook_uses_executes_it_again(tmp_path, monkeypatch, capsys):
+    from tools import build
+
+    root = _source_copy(tmp_path)
+    notebooks = sorted((root / "notebooks").glob("[0-9]*.ipynb"))
+    executed: list[str] = []
+
+    def fake_execute(notebook, timeout_s):
+        executed.append(notebook.name)
+        return nbformat.v4.new_notebook()
+
+    original = build.fingerprint
+    monkeypatch.setattr(build, "fingerprint", lambda nb: original(nb, root))
+    monkeypatch.setattr(build, "execute", fake_execute)
+    monkeypatch.setattr(build, "to_html", lambda nb: "page")
+    monkeypatch.setattr(build, "result_plot", lambda nb: None)
+    monkeypatch.setattr(build, "write_index", lambda notebooks: None)
+    for name in ("HTML_DIR", "STAMP_DIR", "EXECUTED_DIR"):
+        monkeypatch.setattr(build, name, tmp_path / "build" / name.lower())
+
+    assert build.build(notebooks) == 0 and len(executed) == len(notebooks) == 14
+    executed.clear()
+    for tooling in ("classroom.py", "shared_cells.py", "gpu_check.py", "build.py"):
+        with open(root / "tools" / tooling, "a") as f:
+            f.write("\n# an edit to the site tooling\n")
+    assert build.build(notebooks) == 0 and executed == []     # executes nothing
+    assert capsys.readouterr().out.count("up to date") == 14
+
+    with open(root / "helpers" / "ring.py", "a") as f:
+        f.write("\n# an edit to notebook 10's helper\n")
+    build.build(notebooks)
+    assert executed == ["10_ring_all_reduce.ipynb"]
+    executed.clear()
+
+    with open(root / "helpers" / "bench" / "measurement.py", "a") as f:
+        f.write("\n# an edit to the measurement\n")
+    (root / "images" / "scatter.png").write_bytes(b"\x89PNG\r\n\x1a\n redrawn")
+    build.build(notebooks)
+    assert executed == ["01_scatter.ipynb", "11_bandwidth.ipynb"]

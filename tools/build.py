@@ -24,6 +24,7 @@ import nbformat
 from helpers.runtime.files import atomic_write
 from helpers.collectives import REPO_ROOT
 from helpers.results import build_dir
+from tools.dependencies import dependencies
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BUILD_DIR = build_dir()
@@ -34,14 +35,13 @@ SETTINGS = ("TUTORIAL_RANKS", "TUTORIAL_BACKEND", "TUTORIAL_TIMEOUT", "TUTORIAL_
             "TUTORIAL_DEBUG", "TUTORIAL_LAUNCHER")
 
 
-def fingerprint(notebook: Path) -> str:
-    """What a page depends on: the notebook, the helpers, the images and the settings."""
+def fingerprint(notebook: Path, root: Path = REPO_ROOT) -> str:
+    """What a page depends on (tools.dependencies: the notebook, the helpers it really
+    imports, the images it shows, how it is run) and the settings."""
     digest = hashlib.sha256()
-    inputs = [notebook, *sorted((REPO_ROOT / "helpers").rglob("*.py")),
-              *sorted((REPO_ROOT / "helpers" / "templates").rglob("*.*")),
-              *sorted((REPO_ROOT / "images").glob("*.png")), REPO_ROOT / "requirements.txt"]
-    for path in inputs:
-        digest.update(path.name.encode())
+    for path in dependencies(notebook, root):
+        digest.update(path.relative_to(root).as_posix().encode() if path.is_relative_to(root)
+                      else path.name.encode())
         digest.update(path.read_bytes())
     for name in SETTINGS:
         digest.update(f"{name}={os.environ.get(name, '')}".encode())
