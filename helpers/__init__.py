@@ -1,4 +1,8 @@
-"""Plumbing for the nccl-notebooks series: the taught code stays in the notebooks.
+"""What the nccl-notebooks notebooks import; the taught code stays in the notebooks.
+
+Layout: this package holds only what notebooks use (collectives.py is the registry every
+module reads); helpers.runtime the engines and process group behind start_cluster;
+helpers.bench the bandwidth measurement; the site tooling is in tools/, outside it.
 
 The names below are imported on first use, so `python -m helpers.bench` on every rank
 and the code shipped to engines do not pay for matplotlib and ipyparallel.

@@ -1,4 +1,5 @@
 """all_to_all as a matrix: what rank i sends to rank j, before and after the call.
+Used by notebook 08 (plot_exchange, the matrices and their ✓).
 
     sent[i][j]      the chunk rank i sends to rank j   (input piece j of rank i)
     received[j][i]  the chunk rank j got from rank i   (output slot i of rank j)

@@ -1,4 +1,5 @@
 """Turn gathered engine state into result records, and save them as JSON.
+Used by every notebook (make_record, save_results) and by tools.build (build_dir).
 
 A record is what one collective call did on every rank:
 

@@ -1,4 +1,5 @@
 """Ring all-reduce step by step: the NumPy model, the per-rank check, the figure.
+Used by notebook 10.
 
 n ranks cut their tensor into n chunks (chunk c = elements [c·L, (c+1)·L)). In
 each step every rank sends one chunk to its right neighbour (r + 1) mod n and
