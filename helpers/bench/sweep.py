@@ -86,15 +86,13 @@ def run_sweep(cluster: Any, collectives: Sequence[str], sizes: Sequence[int],
     Returns, per point, what every rank returned (rank order). A rank's piece that
     would be empty (size < world_size elements) gives None on every rank.
     """
-    view = cluster.client[cluster.engine_ids]
     points = [(collective, size) for collective in collectives for size in sizes]
     bar = progress_bar(len(points), disable=not progress)
     results: PerRank = []
     try:
         for collective, size in points:
             bar.set_postfix_str(f"{collective} {size} B", refresh=False)
-            per_rank = view.apply_async(measure, collective, size, dtype, op,
-                                        iters, warmup).get(timeout=cluster.timeout_s)
+            per_rank = cluster.apply(measure, collective, size, dtype, op, iters, warmup)
             results.append(((collective, size), list(per_rank)))
             bar.update()
         bar.set_postfix_str("done", refresh=False)

@@ -18,10 +18,11 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import ipyparallel as ipp
 
+from helpers.results import plain_values
 from helpers.runtime import engine, launchers
 from helpers.runtime import warm as warm_start
 from helpers.runtime.config import (ClusterConfigError, resolve_config, resolve_debug,  # noqa: F401
@@ -90,6 +91,26 @@ class TutorialCluster:
         view = self.client.direct_view(self.engine_ids)
         per_rank = view.apply_async(engine.pull, list(names)).get(timeout=self.timeout_s)
         return [{"rank": info.rank, **values} for info, values in zip(self.ranks, per_rank)]
+
+    def values(self, name: str) -> list[Any]:
+        """`name` on every rank, in rank order, its tensors as plain nested lists."""
+        return [plain_values(state[name]) for state in self.pull(name)]
+
+    def apply(self, function: Callable[..., Any], *args: Any) -> list[Any]:
+        """Call `function(*args)` on every rank; the results, in rank order."""
+        self._check_running()
+        view = self.client.direct_view(self.engine_ids)
+        return view.apply_async(function, *args).get(timeout=self.timeout_s)
+
+    def run(self, code: str) -> None:
+        """Run `code` on every rank and wait for all of them (a %%px cell, as a string)."""
+        self._check_running()
+        self.client.direct_view(self.engine_ids).execute(code, block=True)
+
+    @property
+    def engines_alive(self) -> int:
+        """How many of this cluster's engines the controller still has."""
+        return len(set(self.client.ids) & set(self.engine_ids))
 
     def push(self, **values: Any) -> None:
         """Send notebook values to every rank: `cluster.push(src=src)` defines `src` there."""
