@@ -1,11 +1,13 @@
 """A check's verdict, rank by rank, that shows itself: a cell ends with it, no `;`.
 
-    report = Report("all_reduce against the NumPy model")
-    report.add(0, True, "tensor [64.0]")       # → "rank 0 ✓  tensor [64.0]"
-    report.note("All ranks right!")            # a line with no verdict
-    report                                     # the notebook displays the lines
+    verdict = Report("all_reduce against the NumPy model")
+    verdict.add(0, True, "tensor [64.0]")       # → "rank 0 ✓  tensor [64.0]"
+    verdict.note("All ranks right!")            # a line with no verdict
+    verdict                                    # the notebook displays the lines
 
 Used by every notebook's self-check (✓/✗ per rank) and exercise check (00–19).
+(Not named helpers/report.py: importing such a module would replace the `report`
+checker that `from helpers import report` gives the notebooks.)
 """
 from __future__ import annotations
 
