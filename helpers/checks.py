@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from helpers.formatting import one_line
+from helpers.verdicts import Report
 from helpers.collectives import OUTPUT, ROOT
 from helpers.models import TOLERANCES, UNSPECIFIED, _is_float, _parse, _value, expected_after
 
@@ -55,10 +56,11 @@ def check(record: dict) -> list[bool]:
     return [all(oks.values()) for oks in _per_arg(record)[1]]
 
 
-def report(record: dict) -> list[bool]:
-    """Print one ✓/✗ line per rank (its output, and any argument that is off); return check()."""
+def report(record: dict) -> Report:
+    """One ✓/✗ line per rank (its output, and any argument that is off); verdicts = check()."""
     collective, _, dtype, params, _ = _parse(record)
     exps, oks = _per_arg(record)
+    verdicts = Report()
     for r, (exp, after, ok) in enumerate(zip(exps, _afters(record), oks)):
         parts = []
         for name, e in exp.items():
@@ -80,8 +82,9 @@ def report(record: dict) -> list[bool]:
                 shown += (" (not part of this send/recv)" if collective == "send_recv"
                           else " (not passed on this rank)")
             parts.append(f"{name} = {shown}")
-        print(f"rank {r} {'✓' if all(ok.values()) else '✗'}  " + "  ".join(parts))
-    return [all(ok.values()) for ok in oks]
+        verdicts.line(f"rank {r} {'✓' if all(ok.values()) else '✗'}  " + "  ".join(parts),
+                      all(ok.values()))
+    return verdicts
 
 
 
@@ -105,18 +108,19 @@ def _close(predicted: Any, actual: Any) -> bool:
 
 
 def check_prediction(prediction: Sequence[Any] | None, actual_afters: Sequence[dict] | dict,
-                     arg: str, undefined: Sequence[int] = ()) -> bool:
+                     arg: str, undefined: Sequence[int] = ()) -> Report:
     """Compare a student's per-rank prediction of `arg` with what the ranks measured.
 
     `actual_afters` is the list of per-rank "after" dicts, or a whole record (then
     the ranks where the API leaves `arg` undefined are found by the model; with a
     list, name them in `undefined`). Predict None for "not defined"/"not passed".
-    Prints one ✓/✗ line per rank and returns True when all are right.
+    One ✓/✗ line per rank; the report is true when all are right.
     """
+    verdicts = Report()
     if prediction is None or prediction is Ellipsis:
-        print(f"✎ Fill in your prediction for {arg!r} first (one value per rank, None where "
-              "it is not defined or not passed), then run this cell again.")
-        return False
+        return verdicts.note(f"✎ Fill in your prediction for {arg!r} first (one value per rank, "
+                             "None where it is not defined or not passed), then run this cell "
+                             "again.")
     undefined = set(undefined)
     if isinstance(actual_afters, dict):
         record = actual_afters
@@ -125,9 +129,8 @@ def check_prediction(prediction: Sequence[Any] | None, actual_afters: Sequence[d
         actual_afters = _afters(record)
     afters = [a["after"] if "after" in a and arg not in a else a for a in actual_afters]
     if len(prediction) != len(afters):
-        print(f"✗ Your prediction has {len(prediction)} entries but there are {len(afters)} "
-              "ranks: give one value per rank.")
-        return False
+        return verdicts.note(f"✗ Your prediction has {len(prediction)} entries but there are "
+                             f"{len(afters)} ranks: give one value per rank.")
     oks = []
     for r, (p, after) in enumerate(zip(prediction, afters)):
         measured = after.get(arg)
@@ -140,7 +143,8 @@ def check_prediction(prediction: Sequence[Any] | None, actual_afters: Sequence[d
         else:
             ok, note = _close(p, measured), ""
         shown = "not defined / not passed" if p is None else "..." if p is Ellipsis else one_line(p)
-        print(f"rank {r} {'✓' if ok else '✗'}  predicted {shown}   measured {one_line(measured)}{note}")
+        verdicts.line(f"rank {r} {'✓' if ok else '✗'}  predicted {shown}   "
+                      f"measured {one_line(measured)}{note}", ok)
         oks.append(ok)
-    print("All ranks right!" if all(oks) else f"{sum(oks)} of {len(oks)} ranks right.")
-    return all(oks)
+    return verdicts.note("All ranks right!" if all(oks) else
+                         f"{sum(oks)} of {len(oks)} ranks right.")

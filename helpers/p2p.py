@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from helpers import checks, models, plots
 from helpers.formatting import one_line
+from helpers.verdicts import Report
 from helpers.results import first_tensor, plain_values, record_from_states
 
 
@@ -50,9 +51,9 @@ def shift_records(cluster: Any, shift: int = 1, **names: str) -> list[dict]:
     return pair_records(cluster, [(r, (r + shift) % n) for r in range(n)], **names)
 
 
-def report_pairs(records: Sequence[dict]) -> list[bool]:
+def report_pairs(records: Sequence[dict]) -> Report:
     """One ✓/✗ line per send_recv record: what dst received, checked by the model."""
-    oks = []
+    verdicts = Report()
     for record in records:
         src, dst = record["params"]["src"], record["params"]["dst"]
         ok = all(checks.check(record))
@@ -63,9 +64,8 @@ def report_pairs(records: Sequence[dict]) -> list[bool]:
             expected = models.expected_after(record)
             line += (f" (model: {one_line(expected[dst]['tensor'])}; rank {src} holds "
                      f"{one_line(by_rank[src]['after']['tensor'])})")
-        print(line)
-        oks.append(ok)
-    return oks
+        verdicts.line(line, ok)
+    return verdicts
 
 
 def received_by_rank(records: Sequence[dict], world_size: int) -> list[dict]:

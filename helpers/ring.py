@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from helpers.formatting import format_value
+from helpers.verdicts import Report
 from helpers.results import plain_values
 
 PHASES = ("reduce-scatter", "all-gather")
@@ -166,8 +167,8 @@ def _chunk_text(chunk: np.ndarray) -> str:
 
 
 def report_ring(measured: Any, trace: RingTrace, phase: str | None = None,
-                rtol: float = 1e-5, atol: float = 1e-6) -> list[bool]:
-    """Check measured states rank by rank, step by step; print one ✓/✗ line per rank.
+                rtol: float = 1e-5, atol: float = 1e-6) -> Report:
+    """Check measured states rank by rank, step by step: one ✓/✗ line per rank.
 
     `measured` is (steps, rank, elements), e.g. from `gathered_states`: the whole
     run (2n − 1 states), or with `phase` one phase (its starting state and n − 1 steps).
@@ -177,19 +178,21 @@ def report_ring(measured: Any, trace: RingTrace, phase: str | None = None,
     steps = trace.steps[rows]
     expected = trace.tensors(rows)
     measured = np.asarray(measured, dtype=np.float64)
+    verdicts = Report()
     if measured.ndim != 3 or measured.shape[1] != n:
         raise ValueError(f"measured states must be (steps, {n} ranks, elements), got {measured.shape}")
     if measured.shape[0] != len(steps) or measured.shape[2] != expected.shape[2]:
         what = f"the {phase} phase" if phase else "the whole ring"
-        print(f"✗ {what} has {len(steps)} states (the start and {len(steps) - 1} steps) of "
-              f"{expected.shape[2]} elements per rank; the ranks kept {measured.shape[0]} "
-              f"state(s) of {measured.shape[2]} elements. Keep a copy of the tensor before the "
-              "first step and after every step.")
-        return [False] * n
+        verdicts.note(f"✗ {what} has {len(steps)} states (the start and {len(steps) - 1} steps) "
+                      f"of {expected.shape[2]} elements per rank; the ranks kept "
+                      f"{measured.shape[0]} state(s) of {measured.shape[2]} elements. Keep a "
+                      "copy of the tensor before the first step and after every step.")
+        for _ in range(n):
+            verdicts.verdict(False)
+        return verdicts
     good = np.isclose(measured, expected, rtol=rtol, atol=atol).all(axis=2)  # (steps, rank)
     width = max(len(s.short) for s in steps)
-    print(" " * len(f"rank {n - 1} ✓ ") + " ".join(f"{s.short:>{width}}" for s in steps))
-    oks = []
+    verdicts.note(" " * len(f"rank {n - 1} ✓ ") + " ".join(f"{s.short:>{width}}" for s in steps))
     for r in range(n):
         ok = bool(good[:, r].all())
         line = f"{f'rank {r} ✓' if ok else f'rank {r} ✗':<{len(f'rank {n - 1} ✓')}} " + " ".join(
@@ -202,9 +205,8 @@ def report_ring(measured: Any, trace: RingTrace, phase: str | None = None,
             line += (f"   first wrong after {steps[i].label}: "
                      + ", ".join(f"chunk {c} = {_chunk_text(m[c])} (model: {_chunk_text(e[c])})"
                                  for c in bad[:3]))
-        print(line)
-        oks.append(ok)
-    return oks
+        verdicts.line(line, ok)
+    return verdicts
 
 
 # ------------------------------------------------------------ the figure

@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from helpers import checks, models
 from helpers.collectives import REDUCING
+from helpers.verdicts import Report
 from helpers.display import RankTable
 from helpers.results import record_from_states, save_results
 
@@ -374,17 +375,18 @@ def find_record(records: Iterable[Mapping[str, Any]], collective: str, dtype: st
     return None
 
 
-def grade_support_prediction(prediction: Mapping[tuple, Any] | None, matrix: Mapping[str, Any]) -> bool:
+def grade_support_prediction(prediction: Mapping[tuple, Any] | None,
+                             matrix: Mapping[str, Any]) -> Report:
     """Compare {(collective, dtype[, op]): True (accepted) / False (refused)} with this run.
 
-    Prints one ✓/✗ line per case and returns True when all are right; asks for the
-    prediction first while it (or one of its entries) is None or `...`.
+    One ✓/✗ line per case, true when all are right; asks for the prediction first
+    while it (or one of its entries) is None or `...`.
     """
+    verdicts = Report()
     if not prediction or prediction is Ellipsis or any(
             said is None or said is Ellipsis for said in prediction.values()):
-        print("✎ Fill in your prediction first: True (accepted) or False (refused) for "
-              "each case, then run this cell again.")
-        return False
+        return verdicts.note("✎ Fill in your prediction first: True (accepted) or False "
+                             "(refused) for each case, then run this cell again.")
     oks = []
     for key, said in prediction.items():
         case = lookup(matrix, *key)
@@ -392,8 +394,8 @@ def grade_support_prediction(prediction: Mapping[tuple, Any] | None, matrix: Map
         ok = bool(said) == observed
         seen = ("accepted" + ("" if case["status"] == "ok" else f" ({case['status']})")
                 if observed else f"refused: {first_line(case.get('error', ''), 80)}")
-        print(f"{'✓' if ok else '✗'} {_label(key):<36} you said "
-              f"{'accepted' if said else 'refused':<8}  this run: {seen}")
+        verdicts.line(f"{'✓' if ok else '✗'} {_label(key):<36} you said "
+                      f"{'accepted' if said else 'refused':<8}  this run: {seen}", ok)
         oks.append(ok)
-    print("All predictions right!" if all(oks) else f"{sum(oks)} of {len(oks)} right.")
-    return all(oks)
+    return verdicts.note("All predictions right!" if all(oks) else
+                         f"{sum(oks)} of {len(oks)} right.")

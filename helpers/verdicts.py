@@ -22,6 +22,8 @@ class Line:
     text: str
     rank: int | None = None
     ok: bool | None = None
+    counted: bool = False      # a verdict (in `oks`), not a note
+    shown: bool = True
 
     def __str__(self) -> str:
         if self.rank is None:
@@ -29,15 +31,29 @@ class Line:
         return f"rank {self.rank} {MARKS[self.ok]}  {self.text}".rstrip()
 
 
-@dataclass
+@dataclass(eq=False)
 class Report:
-    """Lines of a check; `oks` holds the verdict of each rank line, in order."""
+    """Lines of a check; `oks` holds each verdict, in order.
+
+    It also reads as the sequence of its verdicts (`report == [True, False]`,
+    `report[1]`, `all(report)`), and is true when every verdict is ✓.
+    """
 
     title: str | None = None
     lines: list[Line] = field(default_factory=list)
 
     def add(self, rank: int, ok: bool | None, text: str = "") -> "Report":
-        self.lines.append(Line(text, rank, ok))
+        self.lines.append(Line(text, rank, ok, counted=True))
+        return self
+
+    def line(self, text: str, ok: bool | None) -> "Report":
+        """A verdict written as `text` already says it (its own ✓/✗ and layout)."""
+        self.lines.append(Line(text, None, ok, counted=True))
+        return self
+
+    def verdict(self, ok: bool | None) -> "Report":
+        """A verdict with no line of its own (a note above explains it)."""
+        self.lines.append(Line("", None, ok, counted=True, shown=False))
         return self
 
     def note(self, text: str) -> "Report":
@@ -46,16 +62,40 @@ class Report:
 
     @property
     def oks(self) -> list[bool | None]:
-        return [line.ok for line in self.lines if line.rank is not None]
+        return [line.ok for line in self.lines if line.counted]
 
     @property
     def all_ok(self) -> bool:
-        """True when there is at least one rank line and every one is ✓."""
+        """True when there is at least one verdict and every one is ✓."""
         return bool(self.oks) and all(ok is True for ok in self.oks)
+
+    def __bool__(self) -> bool:
+        return self.all_ok
+
+    def __len__(self) -> int:
+        return len(self.oks)
+
+    def __getitem__(self, index):
+        return self.oks[index]
+
+    def __iter__(self):
+        return iter(self.oks)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple)):
+            return self.oks == list(other)
+        if isinstance(other, Report):
+            return (self.title, self.lines) == (other.title, other.lines)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _shown(self) -> list[Line]:
+        return [line for line in self.lines if line.shown]
 
     def __str__(self) -> str:
         head = [self.title] if self.title else []
-        return "\n".join(head + [str(line) for line in self.lines])
+        return "\n".join(head + [str(line) for line in self._shown()])
 
     __repr__ = __str__
 
@@ -64,7 +104,7 @@ class Report:
         rows = []
         if self.title:
             rows.append(f"<b>{html.escape(self.title)}</b>")
-        for line in self.lines:
-            style = f' style="color:{colour[line.ok]}"' if line.rank is not None else ""
+        for line in self._shown():
+            style = f' style="color:{colour[line.ok]}"' if line.counted else ""
             rows.append(f"<span{style}>{html.escape(str(line))}</span>")
         return '<pre class="nccl-report">' + "\n".join(rows) + "</pre>"

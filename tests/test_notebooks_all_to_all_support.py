@@ -315,6 +315,13 @@ def test_tables_group_identical_collectives_and_number_the_errors():
     assert "ranks disagree" in moving.legend()[0]
 
 
+def grade_support_prediction(*args) -> bool:
+    """The grading as a cell shows it (printed here); True when every case is right."""
+    shown = support.grade_support_prediction(*args)
+    print(shown)
+    return bool(shown)
+
+
 def test_lookup_summary_and_prediction(capsys):
     found, records = support.build_matrix(fake_cluster(2), probe(), probe_seconds=1.5)
     with pytest.raises(KeyError, match="was not probed"):
@@ -326,18 +333,18 @@ def test_lookup_summary_and_prediction(capsys):
     assert support.find_record(records, "reduce", "int64", "MAX")["params"]["op"] == "MAX"
     assert support.find_record(records, "gather", "int64") is None
 
-    assert support.grade_support_prediction(None, found) is False
+    assert grade_support_prediction(None, found) is False
     assert "Fill in" in capsys.readouterr().out
-    assert support.grade_support_prediction({("broadcast", "float32"): ...}, found) is False
+    assert grade_support_prediction({("broadcast", "float32"): ...}, found) is False
     assert "✎ Fill in" in capsys.readouterr().out
     right = {("all_reduce", "float32", "BAND"): False, ("broadcast", "float32"): True,
              ("all_reduce", "int64", "MAX"): True}
-    assert support.grade_support_prediction(right, found) is True
+    assert grade_support_prediction(right, found) is True
     out = capsys.readouterr().out
     assert out.count("✓ ") == 3 and "All predictions right!" in out
     assert "accepted (wrong)" in out and "refused: RuntimeError: Cannot use ReduceOp.BAND" in out
     wrong = {("all_reduce", "float32", "BAND"): True, ("broadcast", "float32"): False}
-    assert support.grade_support_prediction(wrong, found) is False
+    assert grade_support_prediction(wrong, found) is False
     out = capsys.readouterr().out
     assert out.count("✗ ") == 2 and "0 of 2 right." in out
 

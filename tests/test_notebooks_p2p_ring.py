@@ -15,7 +15,27 @@ import pytest  # noqa: E402
 
 from conftest import NOTEBOOKS  # noqa: E402
 from helpers import p2p, ring  # noqa: E402
-from helpers.checks import check, check_prediction  # noqa: E402
+from helpers import checks  # noqa: E402
+from helpers.checks import check  # noqa: E402
+
+
+def report_ring(*args, **kwargs):
+    """The ring's report as a cell shows it (printed here), compared by its verdicts."""
+    shown = ring.report_ring(*args, **kwargs)
+    print(shown)
+    return shown
+
+
+def report_pairs(*args):
+    """The pairs' report as a cell shows it (printed here), compared by its verdicts."""
+    shown = p2p.report_pairs(*args)
+    print(shown)
+    return shown
+
+
+def check_prediction(*args, **kwargs) -> bool:
+    """True when the prediction's report says every rank is right."""
+    return bool(checks.check_prediction(*args, **kwargs))
 from notebook_runner import (assert_records_match_model, execute,  # noqa: E402
                              notebook_text, png_count)
 
@@ -189,24 +209,24 @@ def test_report_ring_grades_each_rank_and_step(capsys):
     n = 4
     trace = ring.ring_model(ring.example_data(n))
     good = trace.tensors()
-    assert ring.report_ring(good, trace) == [True] * n
+    assert report_ring(good, trace) == [True] * n
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["start", "RS", "1", "RS", "2", "RS", "3", "AG", "1", "AG", "2", "AG", "3"]
     assert out[1].split() == ["rank", "0"] + ["✓"] * 8
     bad = good.copy()
     bad[5, 2, 1] = 7.0  # rank 2, after all-gather step 2
-    assert ring.report_ring(bad, trace) == [True, True, False, True]
+    assert report_ring(bad, trace) == [True, True, False, True]
     out = capsys.readouterr().out
     assert "rank 2 ✗" in out and "first wrong after all-gather 2/3: chunk 1 = 7 (model: 68)" in out
     # one phase: its starting state and its n - 1 steps
-    assert ring.report_ring(bad[n - 1:], trace, phase="all-gather") == [True, True, False, True]
-    assert ring.report_ring(good[:n], trace, phase="reduce-scatter") == [True] * n
+    assert report_ring(bad[n - 1:], trace, phase="all-gather") == [True, True, False, True]
+    assert report_ring(good[:n], trace, phase="reduce-scatter") == [True] * n
     capsys.readouterr()
     # a phase that kept too few states (the student stub): ✗ for every rank, and why
-    assert ring.report_ring(good[n - 1:n], trace, phase="all-gather") == [False] * n
+    assert report_ring(good[n - 1:n], trace, phase="all-gather") == [False] * n
     assert "the all-gather phase has 4 states" in capsys.readouterr().out
     with pytest.raises(ValueError, match="measured states must be"):
-        ring.report_ring(good[:, :2], trace)
+        report_ring(good[:, :2], trace)
 
 
 def _cells(fig):
@@ -296,7 +316,7 @@ def test_shift_records_report_and_prediction(capsys):
     assert first["collective"] == "send_recv" and first["dtype"] == "float32"
     assert [r["before"]["tensor"] for r in first["ranks"]] == [[1.0, 2.0], None, [0.0, 0.0]]
     assert [r["after"]["tensor"] for r in first["ranks"]] == [[1.0, 2.0], None, [1.0, 2.0]]
-    assert p2p.report_pairs(records) == [True] * 3
+    assert report_pairs(records) == [True] * 3
     assert capsys.readouterr().out.splitlines() == [
         "0 → 2 ✓  rank 2 received [1.0, 2.0]", "1 → 0 ✓  rank 0 received [11.0, 12.0]",
         "2 → 1 ✓  rank 1 received [21.0, 22.0]"]
@@ -305,7 +325,7 @@ def test_shift_records_report_and_prediction(capsys):
     assert check_prediction([[11.0, 12.0], [21.0, 22.0], [1.0, 2.0]], got, "tensor") is True
 
     bad = p2p.shift_records(FakeCluster(_shift_states(3, 1, wrong_rank=1)), shift=1)
-    assert p2p.report_pairs(bad) == [False, True, True]  # rank 1 receives in 0 → 1
+    assert report_pairs(bad) == [False, True, True]  # rank 1 receives in 0 → 1
     out = capsys.readouterr().out
     assert "0 → 1 ✗  rank 1 received [0.0, 0.0] (model: [1.0, 2.0]" in out
 

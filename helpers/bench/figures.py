@@ -14,6 +14,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLoca
 
 from helpers.bench.nccl_tests import nccl_tests_table
 from helpers.collectives import BENCHMARKED
+from helpers.verdicts import Report
 
 Row = Mapping[str, Any]
 COLORS = dict(zip(BENCHMARKED, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -137,40 +138,36 @@ def print_tables(rows: Sequence[Row]) -> None:
         print()
 
 
-def check_factors(rows: Sequence[Row], factors: Mapping[str, float]) -> bool:
+def check_factors(rows: Sequence[Row], factors: Mapping[str, float]) -> Report:
     """Per collective, ✓/✗: algbw == S / t, and busbw == algbw × factors[collective]."""
-    ok_all = True
+    verdicts = Report()
     for collective, group in by_collective(rows).items():
         factor = factors[collective]
         bad = [r for r in group
                if not math.isclose(r["algbw"], r["bytes"] / r["time_us"] / 1e3, rel_tol=1e-9)
                or not math.isclose(r["busbw"], r["algbw"] * factor, rel_tol=1e-9,
                                    abs_tol=1e-12)]
-        ok_all = ok_all and not bad
         detail = (f"all {len(group)} rows" if not bad else
                   f"{len(bad)} of {len(group)} rows differ, e.g. {size_label(bad[0]['bytes'])}")
         mark = "✓" if not bad else "✗"
-        print(f"{collective:<15} {mark} busbw = algbw × {factor:.4g}: {detail}")
-    return ok_all
+        verdicts.line(f"{collective:<15} {mark} busbw = algbw × {factor:.4g}: {detail}", not bad)
+    return verdicts
 
 
-def grade_busbw_prediction(prediction: Mapping[str, Any] | None, row: Row) -> bool:
+def grade_busbw_prediction(prediction: Mapping[str, Any] | None, row: Row) -> Report:
     """Compare a predicted {"bytes", "count", "busbw / algbw"} with a measured row: ✓/✗ each."""
     if (prediction is None or prediction is Ellipsis
             or any(v is None or v is Ellipsis for v in prediction.values())):
-        print("✎ Fill in your prediction first: replace every ... with a number.")
-        return False
+        return Report().note("✎ Fill in your prediction first: replace every ... with a number.")
     measured = {"bytes": row["bytes"], "count": row["count"],
                 "busbw / algbw": row["busbw"] / row["algbw"]}
-    ok_all = True
+    verdicts = Report()
     for key, actual in measured.items():
         guess = prediction.get(key)
         try:
             ok = math.isclose(float(guess), actual, rel_tol=1e-6)
         except (TypeError, ValueError):
             ok = False
-        ok_all = ok_all and ok
-        print(f"{key:<14} {'✓' if ok else '✗'} you said {guess}, the measured "
-              f"{row['collective']} row says {actual:g}")
-    print("All three right!" if ok_all else "Not yet: see the hints above.")
-    return ok_all
+        verdicts.line(f"{key:<14} {'✓' if ok else '✗'} you said {guess}, the measured "
+                      f"{row['collective']} row says {actual:g}", ok)
+    return verdicts.note("All three right!" if verdicts.all_ok else "Not yet: see the hints above.")

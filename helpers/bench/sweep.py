@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from tqdm import tqdm
 
 from helpers.bench.measurement import measure
+from helpers.verdicts import Report
 
 Point = tuple[str, int]
 # Per point: (collective, size asked), then one result per rank (None: point skipped).
@@ -112,12 +113,13 @@ def ranks_agree(per_rank: PerRank) -> list[bool]:
     return [all(results[r] == results[0] for _point, results in per_rank) for r in range(n)]
 
 
-def report_ranks_agree(per_rank: PerRank) -> list[bool]:
-    """Print one ✓/✗ line per rank: did it return exactly rank 0's rows?"""
+def report_ranks_agree(per_rank: PerRank) -> Report:
+    """One ✓/✗ line per rank: did it return exactly rank 0's rows?"""
+    verdicts = Report()
     agree = ranks_agree(per_rank)
     measured = len(rank0_rows(per_rank))
     for rank, same in enumerate(agree):
         what = "the same" if same else "not the same"
-        print(f"rank {rank} {'✓' if same else '✗'} {what} {measured} rows as rank 0 "
-              f"(the time is averaged over the ranks by an all_reduce)")
-    return agree
+        verdicts.line(f"rank {rank} {'✓' if same else '✗'} {what} {measured} rows as rank 0 "
+                      f"(the time is averaged over the ranks by an all_reduce)", same)
+    return verdicts
