@@ -88,7 +88,7 @@ def _as_array(value: Any, dtype: str) -> np.ndarray:
     return _round_bf16(arr) if dtype == "bfloat16" else arr
 
 
-def _op_name(op: Any) -> str:
+def _checked_op(op: Any) -> str:
     name = "SUM" if op is None else op_name(op).upper()
     if name not in REDUCE_OPS:
         raise ValueError(f"unknown reduce op {op!r}; known: {', '.join(REDUCE_OPS)}")
@@ -101,7 +101,7 @@ def reduce_arrays(arrays: Sequence[Any], op: Any = "SUM", dtype: str = "float32"
     Integers wrap around on overflow; bool SUM is "or" and PRODUCT is "and";
     AVG needs a floating dtype and BAND/BOR/BXOR an integer or bool one.
     """
-    op, dtype = _op_name(op), _dtype_name(dtype)
+    op, dtype = _checked_op(op), _dtype_name(dtype)
     if op == "AVG" and not _is_float(dtype):
         raise ValueError(f"AVG needs a floating dtype, not {dtype} "
                          "(gloo refuses it: the mean of integers is not an integer)")
@@ -194,7 +194,7 @@ class _Ctx:
     def __init__(self, collective: str, ws: int, dtype: str, params: dict, befores: list[dict]):
         self.collective, self.ws, self.dtype, self.params = collective, ws, dtype, params
         self.befores = befores
-        self.op = _op_name(params.get("op")) if collective in REDUCING else None
+        self.op = _checked_op(params.get("op")) if collective in REDUCING else None
 
     def tensor(self, r: int, name: str) -> np.ndarray:
         value = self.befores[r].get(name)

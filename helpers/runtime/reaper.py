@@ -13,23 +13,17 @@ import time
 
 import psutil
 
-from helpers.runtime.processes import cluster_processes, end_processes, forget_cluster_files
+from helpers.runtime.processes import (cluster_processes, end_processes, forget_cluster_files,
+                                       running)
 
 POLL_S = 0.5
-
-
-def _alive(kernel: psutil.Process) -> bool:
-    try:
-        return kernel.is_running() and kernel.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def watch(kernel_pid: int, cluster_id: str) -> None:
     """Return once the kernel is gone and the cluster's processes are ended."""
     try:
         kernel = psutil.Process(kernel_pid)
-        while _alive(kernel):
+        while running(kernel):
             time.sleep(POLL_S)
     except psutil.NoSuchProcess:
         pass
