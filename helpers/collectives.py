@@ -3,8 +3,8 @@
 Per collective: its tensor arguments in torch's order (and which one it writes), the
 parameter naming its root, whether it reduces, the argument pair our drawings show, the
 upstream diagram (URL and credit) and, for the eight nccl-tests measures, its busbw factor.
-Used by notebooks 01-12 through helpers.models, checks, plots, drawings, diagrams,
-support and helpers.bench; notebook 12's engines read ROLES.
+Used by notebooks 01-12 through helpers.models, checks, plots, panels, drawings,
+diagrams, support and helpers.bench.
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 `example_befores("scatter", 4)`: piece j of rank r holds 10*r + j + 1, so the tens digit
 says which rank a value came from; `model_after` runs helpers.models on such inputs.
-Used by helpers.drawings (our diagrams), the tests, and notebooks 01-12's figures.
+Used by helpers.drawings (our own diagrams, shown offline in notebooks 01-10 and 12) and
+the tests.
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@
     verdict.note("All ranks right!")            # a line with no verdict
     verdict                                    # the notebook displays the lines
 
-Used by every notebook's self-check (✓/✗ per rank) and exercise check (00–19).
+Returned by the checkers of notebooks 01-12 (helpers.checks, p2p, ring, support, bench)
+and meant for those of notebooks 14-19.
 (Not named helpers/report.py: importing such a module would replace the `report`
 checker that `from helpers import report` gives the notebooks.)
 """
@@ -103,8 +104,8 @@ class Report:
         colour = {True: "#1a7f37", False: "#cf222e", None: "#6e7781"}
         rows = []
         if self.title:
-            rows.append(f"<b>{html.escape(self.title)}</b>")
+            rows.append(f"<b>{html.escape(self.title)}</b>\n")
         for line in self._shown():
             style = f' style="color:{colour[line.ok]}"' if line.counted else ""
-            rows.append(f"<span{style}>{html.escape(str(line))}</span>")
-        return '<pre class="nccl-report">' + "\n".join(rows) + "</pre>"
+            rows.append(f"<span{style}>{html.escape(str(line))}\n</span>")  # a line, as printed
+        return '<pre class="nccl-report">' + "".join(rows) + "</pre>"
