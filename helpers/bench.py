@@ -182,7 +182,8 @@ def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = 
 
 def sweep(collectives: Sequence[str], sizes: Sequence[int], dtype: str = "float32",
           op: str = "sum", iters: int = 20, warmup: int = 5,
-          progress: Callable[[list[Point]], Iterable[Point]] | None = None) -> list[dict]:
+          progress: Callable[[list[Point]], Iterable[Point]] | None = None,
+          timing: str = "nccl-tests") -> list[dict]:
     """measure() every (collective, size), collective by collective: every size is a row.
 
     `progress`, if given, receives the list of points and returns an iterable over
@@ -194,7 +195,7 @@ def sweep(collectives: Sequence[str], sizes: Sequence[int], dtype: str = "float3
     points = [(collective, size) for collective in collectives for size in sizes]
     results = []
     for collective, size in (progress(points) if progress else points):
-        result = measure(collective, size, dtype, op, iters, warmup)
+        result = measure(collective, size, dtype, op, iters, warmup, timing)
         if result is not None:
             results.append(result)
     return results
@@ -253,7 +254,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", choices=list(DTYPE_SIZES))
     p.add_argument("--op", default="sum", choices=list(OPS))
     p.add_argument("--iters", type=int, default=20, help="timed calls per size (default 20)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5; nccl-tests' own -w defaults to 1)")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="untimed calls first (default 5; nccl-tests' own -w defaults to 1)")
+    p.add_argument("--timing", default="nccl-tests", choices=list(TIMINGS),
+                   help="GPUs: one wait after the loop (nccl-tests, default) or per call")
     p.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"],
                    help="auto: nccl when there is a GPU for every local rank, else gloo")
     p.add_argument("--json", action="store_true",
@@ -330,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         everything = []
         for collective in args.collectives:
             rows = sweep([collective], sizes, args.dtype, args.op, args.iters, args.warmup,
-                         progress=progress)
+                         progress=progress, timing=args.timing)
             everything += rows
             if rank == 0 and not args.json:
                 title = f"{collective}: world size {n}, backend {dist.get_backend()}"

@@ -63,7 +63,8 @@ except Exception as err:
 report["seconds"] = time.monotonic() - start
 print("@@disposable-result " + json.dumps(report), flush=True)
 sys.stderr.flush()
-os._exit(0)   # no teardown: a peer may be dead, and these processes are disposable
+sys.stdin.read()   # stay alive, like an engine, until every rank has reported or died
+os._exit(0)        # no teardown: a peer may be dead, and these processes are disposable
 '''
 
 
@@ -119,8 +120,11 @@ def _short(text: str, keep: int = 110) -> str:
 
 
 def case_source(case: Callable[..., Any]) -> str:
-    """The source of a case function (a notebook cell's function works too)."""
-    return textwrap.dedent(inspect.getsource(case))
+    """The source of a case function (a notebook cell's function works too), decorators off."""
+    lines = textwrap.dedent(inspect.getsource(case)).splitlines(keepends=True)
+    while lines and not lines[0].startswith(("def ", "async def ")):
+        lines.pop(0)   # a decorator: it belongs to where the case was written, not to the ranks
+    return "".join(lines)
 
 
 def run_disposable(case: Callable[..., Any], world_size: int = 2,
@@ -154,16 +158,18 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
                 err = open(Path(tmp) / f"{rank}.err", "w+")
                 logs.append((out, err))
                 procs.append(subprocess.Popen(
-                    [sys.executable, "-c", _RANK_SCRIPT, json.dumps(spec)], stdout=out,
+                    [sys.executable, "-c", _RANK_SCRIPT, json.dumps(spec)],
+                    stdin=subprocess.PIPE, stdout=out,
                     stderr=err, env=env, start_new_session=True,
                     pass_fds=(listener.fileno(),) if rank == 0 else ()))
         finally:
             listener.close()
-        deadline = time.monotonic() + limit_s
+        _wait_until_reported(procs, [out for out, _ in logs], time.monotonic() + limit_s)
         codes: list[int | None] = []
         for proc in procs:
+            proc.stdin.close()   # every rank reported or died: the live ones may go
             try:
-                codes.append(proc.wait(timeout=max(0.1, deadline - time.monotonic())))
+                codes.append(proc.wait(timeout=5))
             except subprocess.TimeoutExpired:
                 codes.append(None)
         for proc, code in zip(procs, codes):
@@ -185,6 +191,20 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
             err.close()
             outcomes.append(outcome)
     return outcomes
+
+
+def _wait_until_reported(procs: list[subprocess.Popen], outs: list, deadline: float) -> None:
+    """Until `deadline`: wait for every process to have printed its result or ended."""
+    while time.monotonic() < deadline:
+        pending = False
+        for proc, out in zip(procs, outs):
+            if proc.poll() is None:
+                out.flush()
+                with open(out.name) as text:
+                    pending = pending or RESULT_MARK not in text.read()
+        if not pending:
+            return
+        time.sleep(0.05)
 
 
 def show(outcomes: list[RankOutcome]) -> list[RankOutcome]:
