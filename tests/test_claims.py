@@ -92,6 +92,12 @@ CLAIMS: tuple[Claim, ...] = (
     gloo("05-gloo-refuses-avg-int-and-bitwise-float", "05_all_reduce", "c12",
          "gloo refuses `AVG` on integers and the bitwise ops on floats",
          "bitwise-int-and-bool-only"),
+    gloo("05-refusals-on-every-rank", "05_all_reduce", "c12",
+         "Every rank refuses the same pairs, so the probe cannot hang",
+         "bitwise-int-and-bool-only"),
+    gloo("05-bitwise-float-refused-before-data-moves", "05_all_reduce", "c12",
+         "Most\nrefusals come before any data moves (a bitwise op on floats)",
+         "bitwise-int-and-bool-only"),
     Claim("05-nccl-no-bitwise", "05_all_reduce", "c12", "NCCL has\nno bitwise ops at all",
           "gpu-check", "bitwise-refused"),
     Claim("05-premul-sum-nccl-only", "05_all_reduce", "c12", "is\nNCCL-only",
@@ -110,6 +116,12 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("06-nccl-no-length-check", "06_all_gather", "c21",
           "NCCL (torch 2.13) does not check the length", "source",
           "torch ProcessGroupNCCL.cpp allgather: output list length not checked (2+ GPUs)"),
+    Claim("06-nccl-ring", "06_all_gather", "c14",
+          "(NCCL, for instance,\npasses the pieces around a ring of ranks)", "source",
+          "NCCL docs, Collective Operations (AllGather) and NCCL_ALGO=Ring"),
+    Claim("06-nccl-list-form-copies", "06_all_gather", "c15",
+          "the list form makes torch allocate one internally and then copy each piece out",
+          "source", "torch ProcessGroupNCCL.cpp allgather: flattened output, then copies"),
     gloo("06-all-gather-into-tensor-deprecated", "06_all_gather", "c15",
          "`all_gather_into_tensor` still\nworks but is deprecated"),
     gloo("06-output-same-size-refused", "06_all_gather", "c23",
@@ -139,6 +151,15 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("09-nccl-wait-stream", "09_send_recv", "c12",
           "`wait()` makes\nthe current CUDA stream wait", "source",
           "torch docs, torch.distributed Work.wait and TORCH_NCCL_BLOCKING_WAIT"),
+    Claim("09-nccl-batch-is-one-group", "09_send_recv", "c15",
+          "With NCCL, the list becomes one NCCL group", "source",
+          "torch distributed_c10d.batch_isend_irecv (_coalescing_manager: ncclGroupStart/End)"),
+    Claim("09-nccl-timeout-aborts-process", "09_send_recv", "c20",
+          "a NCCL communicator that times out is aborted and by default takes its process down",
+          "source", "torch docs, TORCH_NCCL_ASYNC_ERROR_HANDLING (default 3: tear down)"),
+    Claim("09-nccl-unbatched-one-stream", "09_send_recv", "c31",
+          "PyTorch queues an\nunbatched `isend` and `irecv` with the same peer on one CUDA stream",
+          "source", "torch ProcessGroupNCCL.cpp pointToPoint: one stream per peer pair key"),
     gloo("09-gloo-send-waits-any-size", "09_send_recv", "c20",
          "gloo always waits, whatever\nthe size", "both-send-first"),
     Claim("09-nccl-send-blocks-large", "09_send_recv", "c20",
@@ -171,6 +192,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("10-nccl-prefers-trees-small", "10_ring_all_reduce", "c33",
           "for small messages NCCL prefers other algorithms", "source",
           "NCCL docs, NCCL_ALGO (Ring, Tree, ...) and its tuning model"),
+    Claim("10-ring-batched-no-deadlock", "10_ring_all_reduce", "c08",
+          "nobody waits for anybody: no deadlock", "test",
+          "tests/test_notebooks_p2p_ring.py::test_ring_all_reduce_notebook"),
     # 11 bandwidth
     Claim("11-nccl-tests-w1-default", "11_bandwidth", "c01",
           "nccl-tests' own default is `-w 1`", "source",
@@ -215,6 +239,10 @@ CLAIMS: tuple[Claim, ...] = (
          "A `src` of `world_size` is refused on every\nrank before anything moves"),
     gloo("13-short-scatter-list", "13_debugging", "c15",
          "The source refuses at\nonce; the other ranks are already waiting"),
+    Claim("13-after-timeout-out-of-step", "13_debugging", "c17",
+          "After a timeout the ranks no longer agree on how many collectives they have run",
+          "test", "tests/test_notebook_debugging.py::"
+          "test_short_scatter_list_errors_within_the_timeout_then_a_restart_works"),
     gloo("13-detail-names-absent-ranks", "13_debugging", "c20",
          "tells rank 0 *who* did not arrive"),
     Claim("13-ipyparallel-drops-dead-engine", "13_debugging", "c26",
@@ -474,14 +502,20 @@ def ops_by_dtype(rank, world_size):
                 seen[f"{op}/{dtype}"] = "accepted"
             except (RuntimeError, ValueError, TypeError) as err:
                 seen[f"{op}/{dtype}"] = str(err).splitlines()[0]
+                seen[f"{op}/{dtype} buffer"] = tensor
+    seen["rank"] = rank
     return seen
 
 
 @expect("bitwise-int-and-bool-only")
 def _(outcomes, n):
     seen = [_returned(o) for o in outcomes]
-    assert all(s == seen[0] for s in seen), "the ranks disagree on what is refused"
+    refused = [{k: v for k, v in s.items() if "buffer" not in k and k != "rank"} for s in seen]
+    assert all(r == refused[0] for r in refused), "the ranks disagree on what is refused"
     first = seen[0]
+    for s in seen:   # refused before any data moved: every rank's float buffer is its own
+        for op in ("BAND", "BOR", "BXOR"):
+            assert s[f"{op}/float32 buffer"] == [1.0, float(s["rank"] % 2)]
     for op in ("BAND", "BOR", "BXOR"):
         assert first[f"{op}/int64"] == "accepted" and first[f"{op}/bool"] == "accepted"
         assert "non-integral dtype" in first[f"{op}/float32"], first[f"{op}/float32"]
