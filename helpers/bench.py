@@ -148,8 +148,11 @@ def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = 
     `timing`: one of TIMINGS (it matters on GPUs only).
     The dict: collective, world_size, backend, dtype, op (None unless it reduces),
     root (None unless rooted), bytes (S), count (elements per rank in the call,
-    nccl-tests' count column), time_us (mean over ranks), algbw, busbw (GB/s).
+    nccl-tests' count column), time_us (mean over ranks), timing (how it was timed),
+    algbw, busbw (GB/s).
     """
+    if timing not in TIMINGS:
+        raise ValueError(f"timing must be one of {TIMINGS}, got {timing!r}")
     if not dist.is_initialized():
         raise RuntimeError("measure() needs an initialised default process group "
                            "(dist.init_process_group) on every rank")
@@ -160,8 +163,6 @@ def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = 
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
     n = dist.get_world_size()
-    if timing not in TIMINGS:
-        raise ValueError(f"timing must be one of {TIMINGS}, got {timing!r}")
     plan = bandwidth.plan(collective, size_bytes, n, DTYPE_SIZES[dtype])
     device = _device()
     call = _call(collective, plan, getattr(torch, dtype), OPS[op], device)
