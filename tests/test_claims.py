@@ -3,9 +3,10 @@
 CLAIMS lists every such sentence: its notebook and cell, a quote that must still be in
 that cell (so ledger and notebooks cannot drift apart), and its evidence:
 
-- ``gloo``: a case of tests/claim_cases.py, run for real on disposable gloo processes (helpers.disposable)
-  at the world sizes given, with an expectation that fails when the behaviour changes;
-  the test id names the claim (``test_gloo_claim[05-avg-int-leaves-the-sum-n2]``);
+- ``gloo``: a case of tests/claim_cases.py, run for real on disposable gloo processes
+  (helpers.disposable) at the world sizes given, with an expectation that fails when the
+  behaviour changes; the test id names the claim
+  (``test_gloo_claim[05-avg-int-leaves-the-sum-n2]``);
 - ``test``: an existing test that runs the notebook's own cells on gloo;
 - ``gpu-check``: an NCCL-only claim, with its source, checked by ``make gpu-check``
   (helpers/nccl_claims.py; some items need 2+ GPUs and say so);
