@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -97,7 +98,7 @@ class RankOutcome:
         for wanted in ("what():", "enforce fail", "gloo"):
             for line in lines:
                 if wanted in line.lower():
-                    return line.split("what():")[-1].strip()
+                    return _short(line.split("what():")[-1].strip())
         return None
 
     def summary(self) -> str:
@@ -114,8 +115,13 @@ class RankOutcome:
 
 
 def _short(text: str, keep: int = 110) -> str:
-    """A long error message as its start and its end (where torch says what differs)."""
-    text = " ".join(text.split())
+    """A long error message as its start and its end (where torch says what differs).
+
+    gloo's source paths are cut to the file name, and its advice after the message goes.
+    """
+    text = re.sub(r"\[(enforce fail at )?/\S*/([^/\s\]]+:\d+)\]", r"[\1\2]",
+                  " ".join(text.split()))
+    text = text.split(" This is typically caused by")[0].split(" Is there a distributed")[0]
     return text if len(text) <= 2 * keep + 5 else f"{text[:keep]} … {text[-keep:]}"
 
 

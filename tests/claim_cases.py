@@ -178,6 +178,13 @@ def broadcast_longer(rank, world_size):
     return tensor
 
 
+def _sender_returned_or_failed_fast(outcome: RankOutcome) -> None:
+    """A sender whose receiver was killed: it returned, or raised at once (a race)."""
+    assert not outcome.killed, outcome.summary()
+    if outcome.error is not None:
+        assert outcome.seconds < 3 and "Timed out" not in outcome.error, outcome.summary()
+
+
 def _killed_by_gloo(outcome: RankOutcome) -> None:
     assert outcome.signal == "SIGABRT" and outcome.returncode == -6, outcome.summary()
     assert "Received data size doesn't match expected size" in (outcome.gloo_message or ""), \
@@ -186,7 +193,7 @@ def _killed_by_gloo(outcome: RankOutcome) -> None:
 
 @expect("broadcast-longer")
 def _(outcomes, n):
-    assert _returned(outcomes[0]) == [7.0, 7.0, 7.0]
+    _sender_returned_or_failed_fast(outcomes[0])
     assert any(o.killed for o in outcomes[1:])
     for o in outcomes[1:]:
         if o.killed:
@@ -488,7 +495,7 @@ def splits_more(rank, world_size):
 
 @expect("splits-more")
 def _(outcomes, n):
-    _returned(outcomes[0])            # the sender returns normally
+    _sender_returned_or_failed_fast(outcomes[0])
     _killed_by_gloo(outcomes[1])      # the receiver is killed
 
 
@@ -648,7 +655,7 @@ def send_longer(rank, world_size):
 
 @expect("send-longer")
 def _(outcomes, n):
-    assert _returned(outcomes[0]) == "sent"
+    _sender_returned_or_failed_fast(outcomes[0])
     _killed_by_gloo(outcomes[1])
 
 

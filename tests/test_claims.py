@@ -145,6 +145,8 @@ CLAIMS: tuple[Claim, ...] = (
           "NCCL sends each piece with its\nown size", "gpu-check", "uneven-all-to-all-list"),
     gloo("08-splits-more-kills-receiver", "08_all_to_all", "c30",
          "rank 1's process is **killed**", "splits-more"),
+    gloo("08-splits-more-sender-race", "08_all_to_all", "c30",
+         "rank 0 either returns or fails at once on the closed\nconnection", "splits-more"),
     gloo("08-splits-fewer-accepted", "08_all_to_all", "c30",
          "rank 1\naccepts them silently"),
     # 09 send/recv
