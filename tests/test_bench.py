@@ -102,22 +102,28 @@ def test_sweep_sizes_errors_name_the_value(args, bad):
 def test_plan_whole_tensor_collectives(collective):
     p = bandwidth.plan(collective, 10, 4, 4)  # 10 B of float32: 2 elements, 8 B
     assert (p.bytes, p.total, p.piece, p.split) == (8, 2, 2, False)
-    assert bandwidth.plan(collective, 3, 4, 4) is None  # under one element
+    p = bandwidth.plan(collective, 3, 4, 4)  # under one element: a point of count 0
+    assert (p.bytes, p.total, p.piece) == (0, 0, 0)
 
 
 @pytest.mark.parametrize("collective", SPLIT)
-def test_plan_split_collectives_round_to_world_size(collective):
-    p = bandwidth.plan(collective, 100, 4, 4)  # 25 elements -> 6 per rank, 24 in all
-    assert (p.bytes, p.total, p.piece, p.split) == (96, 24, 6, True)
-    assert bandwidth.plan(collective, 64, 4, 4).piece == 4  # exact: no rounding
-    assert bandwidth.plan(collective, 15, 4, 4) is None  # 3 elements for 4 ranks
-    assert bandwidth.plan(collective, 16, 4, 4).bytes == 16  # the smallest possible
+def test_plan_split_collectives_trim_pieces_to_16_bytes(collective):
+    # nccl-tests >= 2.13.12: count // n elements per rank, trimmed to a multiple of 16 B
+    p = bandwidth.plan(collective, 100, 4, 4)  # 25 elements -> 6 per rank -> 4 (16 B)
+    assert (p.bytes, p.total, p.piece, p.split) == (64, 16, 4, True)
+    p = bandwidth.plan(collective, 1000, 4, 4)  # the issue's example: 62 per rank -> 60
+    assert (p.bytes, p.piece) == (960, 60)
+    assert bandwidth.plan(collective, 64, 4, 4).piece == 4  # exact: no trimming
+    assert bandwidth.plan(collective, 16, 4, 4).piece == 0  # 1 per rank < 16 B: count 0
+    assert bandwidth.plan(collective, 15, 4, 4).bytes == 0  # still a point, not skipped
 
 
 def test_plan_dtype_size_and_world_of_one():
-    assert bandwidth.plan("all_gather", 8, 1, 8).piece == 1
-    assert bandwidth.plan("all_gather", 8, 2, 8) is None
+    assert bandwidth.plan("all_gather", 16, 1, 8).piece == 2  # 16 B = 2 float64
+    assert bandwidth.plan("all_gather", 8, 1, 8).piece == 0   # 1 float64 < 16 B
+    assert bandwidth.plan("all_gather", 24, 1, 8).piece == 2  # trimmed down to 16 B
     assert bandwidth.plan("all_to_all", 1024, 8, 2).piece == 64
+    assert bandwidth.plan("all_to_all", 1024, 8, 1).piece == 128  # int8: 16 per 16 B
 
 
 @pytest.mark.parametrize("args", [("all_reduce", -1, 2, 4), ("all_reduce", 8, 0, 4),
@@ -225,7 +231,8 @@ def test_measure_and_sweep_on_one_rank(world_of_one):
     assert result["bytes"] == 64 and result["count"] == 8 and result["world_size"] == 1
     assert result["time_us"] > 0 and result["busbw"] == 0.0  # 2(n-1)/n = 0 for n = 1
     assert result["algbw"] == pytest.approx(64 / (result["time_us"] / 1e6) / 1e9)
-    assert bench.measure("all_reduce", 4, dtype="float64") is None  # under one element
+    empty = bench.measure("all_reduce", 4, dtype="float64")  # under one element
+    assert (empty["bytes"], empty["count"], empty["algbw"]) == (0, 0, 0.0)  # run, as nccl-tests
     with pytest.raises(ValueError, match="iters"):
         bench.measure("all_reduce", 64, iters=0)
     seen = []
@@ -237,7 +244,8 @@ def test_measure_and_sweep_on_one_rank(world_of_one):
     rows = bench.sweep(["broadcast", "gather"], [2, 8], iters=1, warmup=0, progress=progress)
     assert seen == [("broadcast", 2), ("broadcast", 8), ("gather", 2), ("gather", 8)]
     assert [(r["collective"], r["bytes"], r["root"]) for r in rows] == [
-        ("broadcast", 8, 0), ("gather", 8, 0)]  # 2 B: no float32 fits
+        ("broadcast", 0, 0), ("broadcast", 8, 0), ("gather", 0, 0), ("gather", 0, 0)]
+    # 2 B: no float32 fits; gather of 8 B on 1 rank: 2 float32 < 16 B, trimmed to 0
 
 
 # ------------------------------------------------------------------ the command
@@ -250,7 +258,7 @@ def run_bench(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def json_run() -> list[dict]:
-    # Factor 3 from 4 B: 4 B is too small for the split collectives, 12 B rounds to 8 B.
+    # Factor 3 from 4 B: the split collectives' pieces are 0 up to 12 B, 36 B gives 32 B.
     proc = run_bench("--json", "--min-bytes", "4", "--max-bytes", "4K", "--factor", "3",
                      "--iters", "3", "--warmup", "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -259,11 +267,10 @@ def json_run() -> list[dict]:
 
 def test_cli_json_covers_every_collective_and_size(json_run):
     sizes = bandwidth.sweep_sizes(4, 4096, 3)
-    expected = [(c, p.bytes) for c in COLLECTIVES for s in sizes
-                if (p := bandwidth.plan(c, s, 2, 4)) is not None]
-    assert [(r["collective"], r["bytes"]) for r in json_run] == expected
-    assert ("all_reduce", 4) in expected and ("all_gather", 4) not in expected
-    assert ("all_gather", 8) in expected and ("all_gather", 12) not in expected
+    expected = [(c, bandwidth.plan(c, s, 2, 4).bytes) for c in COLLECTIVES for s in sizes]
+    assert [(r["collective"], r["bytes"]) for r in json_run] == expected  # every size runs
+    assert ("all_reduce", 4) in expected and ("all_gather", 0) in expected
+    assert ("all_gather", 32) in expected and ("all_gather", 8) not in expected
 
 
 def test_cli_json_values_are_consistent(json_run):
@@ -272,7 +279,7 @@ def test_cli_json_values_are_consistent(json_run):
         split = r["collective"] in SPLIT
         assert (r["world_size"], r["backend"], r["dtype"]) == (2, "gloo", "float32")
         assert r["bytes"] == r["count"] * 4 * (2 if split else 1)
-        assert r["time_us"] > 0
+        assert r["time_us"] > 0 or (r["count"] == 0 and r["collective"] in ("gather", "scatter"))
         assert r["algbw"] == pytest.approx(r["bytes"] / r["time_us"] / 1e3)
         factor = bandwidth.bus_factor(r["collective"], 2)
         assert r["busbw"] == pytest.approx(r["algbw"] * factor)
@@ -285,11 +292,13 @@ def test_cli_table_prints_one_block_per_collective():
     assert blocks[1::2] == list(COLLECTIVES)  # once each: only rank 0 prints
     for collective, block in zip(blocks[1::2], blocks[2::2]):
         rows, average = parse_table(block)
-        assert [size for size, *_ in rows] == ([8, 16, 32] if collective in SPLIT
+        assert [size for size, *_ in rows] == ([0, 0, 0, 32] if collective in SPLIT
                                                else [4, 8, 16, 32])
         assert average is not None
         for size, count, dtype, op, root, t, alg, bus in rows:
-            assert dtype == "float" and t > 0
+            assert dtype == "float"
+            # gather/scatter of 0 elements make no call (as nccl-tests): their time may print 0
+            assert t > 0 or (size == 0 and collective in ("gather", "scatter"))
             assert root == (0 if collective in ("scatter", "gather", "broadcast", "reduce")
                             else -1)
             assert op == ("sum" if collective in ("reduce", "all_reduce", "reduce_scatter")

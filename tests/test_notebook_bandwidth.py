@@ -15,6 +15,7 @@ from conftest import NOTEBOOKS
 from helpers.bench import figures
 from helpers.bench.figures import plot_busbw, plot_latency
 from helpers.bench.sweep import DisplayBar
+from helpers.bench.nccl_tests import plan
 from notebook_runner import execute, notebook_text, png_count
 
 NB = NOTEBOOKS / "11_bandwidth.ipynb"
@@ -23,8 +24,8 @@ ALL = ("scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
 SPLIT = ("scatter", "gather", "all_gather", "reduce_scatter", "all_to_all")
 N = 2
 MIN_BYTES, MAX_BYTES = 8, 64 * 1024
-# Doubling from 8 B: 8, 16, ..., 64 KiB. On 2 ranks every float32 piece is >= 1 element
-# and every size is a multiple of 2 * 4 bytes, so no size is skipped or rounded.
+# Doubling from 8 B: 8, 16, ..., 64 KiB. Every size is a row, as in nccl-tests; on 2 ranks
+# the split collectives' pieces are trimmed to 16 B multiples: 8 B and 16 B give 0 B.
 SIZES = [MIN_BYTES << k for k in range(14)]
 # busbw / algbw by hand for 2 ranks: 2(n-1)/n, 1, (n-1)/n.
 FACTOR = {"all_reduce": 1.0, "broadcast": 1.0, "reduce": 1.0, **{c: 0.5 for c in SPLIT}}
@@ -46,12 +47,14 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     assert {r["collective"] for r in rows} == set(ALL)
     for collective in ALL:
         mine = [r for r in rows if r["collective"] == collective]
-        assert sorted(r["bytes"] for r in mine) == SIZES, collective
+        expected = [plan(collective, size, N, 4) for size in SIZES]
+        assert [r["bytes"] for r in mine] == [p.bytes for p in expected], collective
+        assert [r["count"] for r in mine] == [p.piece for p in expected], collective
+        if collective in SPLIT:
+            assert [r["bytes"] for r in mine][:3] == [0, 0, 32]  # trimmed, not skipped
         for r in mine:
-            per_rank = r["bytes"] // 4 // (N if collective in SPLIT else 1)
-            assert r["count"] == per_rank, (collective, r["bytes"])
             assert r["world_size"] == N and r["backend"] == "gloo" and r["dtype"] == "float32"
-            assert r["time_us"] > 0
+            assert r["time_us"] > 0 or (r["count"] == 0 and collective in ("gather", "scatter"))
             assert r["algbw"] == pytest.approx(r["bytes"] / (r["time_us"] * 1e-6) / 1e9)
             assert r["busbw"] == pytest.approx(r["algbw"] * FACTOR[collective])
 
@@ -114,13 +117,13 @@ def test_check_factors_marks_a_wrong_factor(capsys):
 
 
 def test_grade_prediction_asks_then_grades(capsys):
-    row = _row("all_gather", 992, 5.0, 0.75)  # 62 elements per rank on 4 ranks
-    assert not grade_busbw_prediction({"bytes": ..., "count": 62, "busbw / algbw": 0.75}, row)
+    row = _row("all_gather", 960, 5.0, 0.75)  # 1000 B on 4 ranks: 62 per rank, trimmed to 60
+    assert not grade_busbw_prediction({"bytes": ..., "count": 60, "busbw / algbw": 0.75}, row)
     assert "✎" in capsys.readouterr().out
-    assert not grade_busbw_prediction({"bytes": 1000, "count": 62, "busbw / algbw": 0.75}, row)
+    assert not grade_busbw_prediction({"bytes": 992, "count": 60, "busbw / algbw": 0.75}, row)
     out = capsys.readouterr().out
     assert re.search(r"bytes\s+✗", out) and re.search(r"count\s+✓", out)
-    assert grade_busbw_prediction({"bytes": 992, "count": 248 // 4, "busbw / algbw": 3 / 4}, row)
+    assert grade_busbw_prediction({"bytes": 960, "count": 240 // 4, "busbw / algbw": 3 / 4}, row)
     assert "✗" not in capsys.readouterr().out
 
 

@@ -4,7 +4,11 @@
 2. runs one all_reduce on cuda tensors and checks the result;
 3. checks that asking for one rank more than there are GPUs is refused clearly;
 4. runs the bandwidth command (`torchrun ... -m helpers.bench`) on NCCL;
-and prints what ran. Exits 2 without GPUs, 1 when a check fails.
+5. runs the checklist of the notebooks' NCCL-only claims (tools/nccl_claims.py), ✓/✗
+   each, marking those that need more GPUs than this machine has;
+6. prints all_reduce times with nccl-tests' timing and with a wait per call.
+and prints what ran. Exits 2 without GPUs (after listing the checklist), 1 when a check
+fails.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pathlib import Path
 
 from helpers.runtime.cluster import ClusterConfigError, start_cluster, visible_gpu_count
 from helpers.collectives import REPO_ROOT
+from tools.nccl_claims import compare_timings, run_checklist
 
 
 def check_notebook00(n_gpus: int) -> None:
@@ -86,6 +91,8 @@ def main() -> int:
     if n_gpus == 0:
         print("gpu-check: no GPU visible to torch on this machine; nothing to check",
               file=sys.stderr)
+        print("The checklist it would run:")
+        run_checklist(0)
         return 2
     import torch
 
@@ -96,6 +103,11 @@ def main() -> int:
         check_all_reduce(n_gpus)
         check_notebook00(n_gpus)
         check_bench(n_gpus)
+        print("The notebooks' NCCL-only claims:")
+        failed = [item.key for item, mark, _ in run_checklist(n_gpus) if mark == "✗"]
+        print("all_reduce timed as nccl-tests does, and with a wait per call:")
+        compare_timings(n_gpus)
+        assert not failed, f"NCCL claims that did not hold: {', '.join(failed)}"
     except AssertionError as err:
         print(f"✗ {err}", file=sys.stderr)
         return 1

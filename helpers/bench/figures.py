@@ -109,7 +109,8 @@ def plot_latency(rows: Sequence[Row], max_bytes: int = SMALL_BYTES,
     """Time per call against size for sizes up to `max_bytes`: the fixed cost of a call."""
     import matplotlib.pyplot as plt
 
-    small = [r for r in rows if r["bytes"] <= max_bytes] or list(rows)
+    small = ([r for r in rows if 0 < r["bytes"] <= max_bytes]   # 0 B: off a log axis
+             or [r for r in rows if r["bytes"] > 0])
     if not small:
         raise ValueError("no rows to plot")
     fig, ax = plt.subplots(figsize=(10, 4.6), dpi=100)

@@ -56,45 +56,73 @@ def _device() -> torch.device:
 
 
 def _call(collective: str, plan: bandwidth.Plan, dtype: torch.dtype, op: Any,
-          device: torch.device) -> Callable[[], None]:
-    """One collective call on buffers allocated now, as a function of no arguments."""
+          device: torch.device) -> Callable[..., Any]:
+    """One collective call on buffers allocated now: `call(async_op=False)`.
+
+    gather and scatter of 0 elements are not called at all (nccl-tests returns early
+    for them at count 0); every other collective is called, on empty buffers if need be.
+    """
     n, rank = plan.world_size, dist.get_rank()
 
     def zeros(count: int) -> torch.Tensor:  # zeros: sums stay finite and never denormal
         return torch.zeros(count, dtype=dtype, device=device)
 
     piece, whole = plan.piece, plan.total
+    if collective in ("scatter", "gather") and piece == 0:
+        return lambda async_op=False: None
     if collective == "all_reduce":
         t = zeros(piece)
-        return lambda: dist.all_reduce(t, op=op)
+        return lambda async_op=False: dist.all_reduce(t, op=op, async_op=async_op)
     if collective == "broadcast":
         t = zeros(piece)
-        return lambda: dist.broadcast(t, src=ROOT_RANK)
+        return lambda async_op=False: dist.broadcast(t, src=ROOT_RANK, async_op=async_op)
     if collective == "reduce":
         t = zeros(piece)
-        return lambda: dist.reduce(t, dst=ROOT_RANK, op=op)
+        return lambda async_op=False: dist.reduce(t, dst=ROOT_RANK, op=op, async_op=async_op)
     if collective == "all_gather":
         inp, out = zeros(piece), zeros(whole)
-        return lambda: _all_gather_single(out, inp)
+        return lambda async_op=False: _all_gather_single(out, inp, async_op=async_op)
     if collective == "reduce_scatter":
         inp, out = zeros(whole), zeros(piece)
-        return lambda: _reduce_scatter_single(out, inp, op=op)
+        return lambda async_op=False: _reduce_scatter_single(out, inp, op=op,
+                                                             async_op=async_op)
     if collective == "all_to_all":
         inp, out = zeros(whole), zeros(whole)
-        return lambda: dist.all_to_all_single(out, inp)
+        return lambda async_op=False: dist.all_to_all_single(out, inp, async_op=async_op)
     if collective == "scatter":
         out = zeros(piece)
         pieces = list(zeros(whole).chunk(n)) if rank == ROOT_RANK else None
-        return lambda: dist.scatter(out, pieces, src=ROOT_RANK)
+        return lambda async_op=False: dist.scatter(out, pieces, src=ROOT_RANK, async_op=async_op)
     if collective == "gather":
         inp = zeros(piece)
         pieces = list(zeros(whole).chunk(n)) if rank == ROOT_RANK else None
-        return lambda: dist.gather(inp, pieces, dst=ROOT_RANK)
+        return lambda async_op=False: dist.gather(inp, pieces, dst=ROOT_RANK, async_op=async_op)
     raise AssertionError(collective)
 
 
-def _time_per_call(call: Callable[[], None], iters: int, device: torch.device) -> float:
+# How a point is timed on GPUs. "nccl-tests": every call launched without waiting,
+# then one wait and one synchronize after the loop, timed on the host (nccl-tests'
+# method). "per-call": every call waits for its result, as the notebooks' own cells do;
+# with TORCH_NCCL_BLOCKING_WAIT=1 (set by helpers.runtime.engine so that a hung collective
+# raises) that wait polls, which inflates the time of small messages. On the CPU
+# (gloo) both are the same synchronous loop.
+TIMINGS = ("nccl-tests", "per-call")
+
+
+def _time_per_call(call: Callable[..., Any], iters: int, device: torch.device,
+                   timing: str = "nccl-tests") -> float:
     """Mean seconds per call on this rank, after a barrier."""
+    if device.type == "cuda" and timing == "nccl-tests":
+        torch.cuda.synchronize()
+        dist.barrier()
+        torch.cuda.synchronize()
+        start_s = time.perf_counter()
+        works = [call(async_op=True) for _ in range(iters)]
+        for work in works:
+            if work is not None:
+                work.wait()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - start_s) / iters
     if device.type == "cuda":
         torch.cuda.synchronize()
         dist.barrier()
@@ -113,15 +141,19 @@ def _time_per_call(call: Callable[[], None], iters: int, device: torch.device) -
 
 
 def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = "sum",
-            iters: int = 20, warmup: int = 5) -> dict | None:
+            iters: int = 20, warmup: int = 5, timing: str = "nccl-tests") -> dict:
     """Time one collective at one size on every rank; the same result dict on every rank.
 
-    Call it on all ranks of the default process group. None when a rank's piece
-    would be empty (size too small for the world size): skip that point.
+    Call it on all ranks of the default process group. Every size is a point, as in
+    nccl-tests: one too small for the world size has count 0 (and algbw 0).
+    `timing`: one of TIMINGS (it matters on GPUs only).
     The dict: collective, world_size, backend, dtype, op (None unless it reduces),
     root (None unless rooted), bytes (S), count (elements per rank in the call,
-    nccl-tests' count column), time_us (mean over ranks), algbw, busbw (GB/s).
+    nccl-tests' count column), time_us (mean over ranks), timing (how it was timed),
+    algbw, busbw (GB/s).
     """
+    if timing not in TIMINGS:
+        raise ValueError(f"timing must be one of {TIMINGS}, got {timing!r}")
     if not dist.is_initialized():
         raise RuntimeError("measure() needs an initialised default process group "
                            "(dist.init_process_group) on every rank")
@@ -133,13 +165,11 @@ def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = 
         raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
     n = dist.get_world_size()
     plan = bandwidth.plan(collective, size_bytes, n, DTYPE_SIZES[dtype])
-    if plan is None:
-        return None
     device = _device()
     call = _call(collective, plan, getattr(torch, dtype), OPS[op], device)
     for _ in range(warmup):
         call()
-    seconds = torch.tensor([_time_per_call(call, iters, device)], dtype=torch.float64,
+    seconds = torch.tensor([_time_per_call(call, iters, device, timing)], dtype=torch.float64,
                            device=device)
     dist.all_reduce(seconds, op=dist.ReduceOp.SUM)
     mean_s = seconds.item() / n
@@ -147,14 +177,16 @@ def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = 
             "dtype": dtype, "op": op if collective in REDUCING else None,
             "root": ROOT_RANK if collective in ROOT else None,
             "bytes": plan.bytes, "count": plan.piece, "time_us": mean_s * 1e6,
+            "timing": timing if device.type == "cuda" else "per-call",
             "algbw": bandwidth.algbw(collective, plan.bytes, mean_s),
             "busbw": bandwidth.busbw(collective, plan.bytes, mean_s, n)}
 
 
 def sweep(collectives: Sequence[str], sizes: Sequence[int], dtype: str = "float32",
           op: str = "sum", iters: int = 20, warmup: int = 5,
-          progress: Callable[[list[Point]], Iterable[Point]] | None = None) -> list[dict]:
-    """measure() every (collective, size), collective by collective; skipped points left out.
+          progress: Callable[[list[Point]], Iterable[Point]] | None = None,
+          timing: str = "nccl-tests") -> list[dict]:
+    """measure() every (collective, size), collective by collective: every size is a row.
 
     `progress`, if given, receives the list of points and returns an iterable over
     them (e.g. ``tqdm``, or ``lambda points: tqdm(points, desc="bench")``).
@@ -165,7 +197,7 @@ def sweep(collectives: Sequence[str], sizes: Sequence[int], dtype: str = "float3
     points = [(collective, size) for collective in collectives for size in sizes]
     results = []
     for collective, size in (progress(points) if progress else points):
-        result = measure(collective, size, dtype, op, iters, warmup)
+        result = measure(collective, size, dtype, op, iters, warmup, timing)
         if result is not None:
             results.append(result)
     return results
@@ -224,7 +256,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", choices=list(DTYPE_SIZES))
     p.add_argument("--op", default="sum", choices=list(OPS))
     p.add_argument("--iters", type=int, default=20, help="timed calls per size (default 20)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="untimed calls first (default 5; nccl-tests' own -w defaults to 1)")
+    p.add_argument("--timing", default="nccl-tests", choices=list(TIMINGS),
+                   help="GPUs: one wait after the loop (nccl-tests, default) or per call")
     p.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"],
                    help="auto: nccl when there is a GPU for every local rank, else gloo")
     p.add_argument("--json", action="store_true",
@@ -301,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         everything = []
         for collective in args.collectives:
             rows = sweep([collective], sizes, args.dtype, args.op, args.iters, args.warmup,
-                         progress=progress)
+                         progress=progress, timing=args.timing)
             everything += rows
             if rank == 0 and not args.json:
                 title = f"{collective}: world size {n}, backend {dist.get_backend()}"

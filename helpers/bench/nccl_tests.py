@@ -20,7 +20,8 @@ from typing import Any, Mapping, Sequence
 from helpers.collectives import (BENCHMARKED, positive_int, bus_factor,  # noqa: F401
                                  check_benchmarked)
 
-# Collectives whose S is n pieces of one rank's count: S is rounded down to n * typesize.
+# Collectives whose S is n pieces of one rank's count; each piece is trimmed to a
+# multiple of ALIGN_BYTES, as nccl-tests (2.13.12 and later) trims it.
 SPLIT = ("scatter", "gather", "all_gather", "reduce_scatter", "all_to_all")
 
 DTYPE_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8,
@@ -29,6 +30,7 @@ DTYPE_SIZES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8,
 NCCL_TYPE_NAMES = {"float32": "float", "float16": "half", "bfloat16": "bfloat16",
                    "float64": "double", "int8": "int8", "uint8": "uint8",
                    "int32": "int32", "int64": "int64"}
+ALIGN_BYTES = 16
 MiB = 1 << 20
 GB = 1e9
 
@@ -36,6 +38,8 @@ GB = 1e9
 def algbw(collective: str, size_bytes: int, time_s: float) -> float:
     """Algorithm bandwidth S / t in GB/s; `size_bytes` is S as nccl-tests counts it."""
     check_benchmarked(collective)
+    if size_bytes == 0:
+        return 0.0   # nothing moved (a point of count 0): 0, as nccl-tests prints it
     if not time_s > 0:
         raise ValueError(f"time_s must be > 0, got {time_s!r}")
     return size_bytes / time_s / GB
@@ -81,22 +85,27 @@ class Plan:
         return self.collective in SPLIT
 
 
-def plan(collective: str, size_bytes: int, world_size: int, dtype_size: int) -> Plan | None:
-    """Element counts for a requested size, or None when a rank's piece would be empty.
+def plan(collective: str, size_bytes: int, world_size: int, dtype_size: int) -> Plan:
+    """Element counts for a requested size, computed as nccl-tests computes them.
 
-    The split collectives round S down to a multiple of world_size * dtype_size, as
-    nccl-tests does; the others round it down to a multiple of dtype_size.
+    count = size_bytes // dtype_size. all_reduce, broadcast and reduce move count
+    elements. The split collectives give each rank count // world_size elements, trimmed
+    down to a multiple of 16 bytes, as nccl-tests does since 2.13.12 (its
+    *GetCollByteCount functions, e.g. src/all_gather.cu). A piece of 0 elements is a
+    point like any other: nccl-tests prints and runs every size of its sweep.
     """
     check_benchmarked(collective)
     positive_int("world_size", world_size)
     positive_int("dtype_size", dtype_size)
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 0:
         raise ValueError(f"size_bytes must be a non-negative integer, got {size_bytes!r}")
-    ranks = world_size if collective in SPLIT else 1
-    piece = size_bytes // dtype_size // ranks
-    if piece == 0:
-        return None
-    total = piece * ranks
+    count = size_bytes // dtype_size
+    if collective in SPLIT:
+        align = max(1, ALIGN_BYTES // dtype_size)   # elements in 16 bytes
+        piece = count // world_size // align * align
+        total = piece * world_size
+    else:
+        piece = total = count
     return Plan(collective, world_size, dtype_size, total * dtype_size, total, piece)
 
 

@@ -21,7 +21,7 @@ from helpers.bench.measurement import measure
 from helpers.verdicts import Report
 
 Point = tuple[str, int]
-# Per point: (collective, size asked), then one result per rank (None: point skipped).
+# Per point: (collective, size asked), then one result per rank.
 PerRank = list[tuple[Point, list[dict | None]]]
 
 
@@ -84,8 +84,8 @@ def run_sweep(cluster: Any, collectives: Sequence[str], sizes: Sequence[int],
               progress: bool = True) -> PerRank:
     """measure() every (collective, size) on all ranks, one `apply` per point.
 
-    Returns, per point, what every rank returned (rank order). A rank's piece that
-    would be empty (size < world_size elements) gives None on every rank.
+    Returns, per point, what every rank returned (rank order). Every size is measured,
+    as in nccl-tests: one too small for the world size is a row of count 0.
     """
     points = [(collective, size) for collective in collectives for size in sizes]
     bar = progress_bar(len(points), disable=not progress)

@@ -1,0 +1,405 @@
+"""The ledger: what notebooks 00-13 say about torch, gloo, NCCL, nccl-tests and ipyparallel.
+
+CLAIMS lists every such sentence: its notebook and cell, a quote that must still be in
+that cell (so ledger and notebooks cannot drift apart), and its evidence:
+
+- ``gloo``: a case of tests/claim_cases.py, run for real on disposable gloo processes
+  (helpers.disposable) at the world sizes given, with an expectation that fails when the
+  behaviour changes; the test id names the claim
+  (``test_gloo_claim[05-avg-int-leaves-the-sum-n2]``);
+- ``test``: an existing test that runs the notebook's own cells on gloo;
+- ``gpu-check``: an NCCL-only claim, with its source, checked by ``make gpu-check``
+  (tools/nccl_claims.py; some items need 2+ GPUs and say so);
+- ``source``: a behaviour of NCCL or nccl-tests that only its documentation or source
+  shows here (named in the entry).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from claim_cases import CASES, _returned
+from helpers.disposable import RankOutcome, case_source, run_disposable
+from tools.nccl_claims import CHECKLIST
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = REPO / "notebooks"
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str        # names the claim in test ids
+    notebook: str   # notebook stem
+    cell: str       # cell id
+    quote: str      # a piece of the sentence, as it stands in the cell
+    kind: str       # "gloo", "test", "gpu-check" or "source"
+    evidence: str   # gloo: the case's key; test: path::name; gpu-check: item key; source
+
+
+def gloo(key: str, nb: str, cell: str, quote: str, case: str | None = None) -> Claim:
+    return Claim(key, nb, cell, quote, "gloo", case or key)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    # 00 ranks and the world
+    gloo("00-timeout-raises", "00_ranks_and_world", "c05",
+         "The timeout makes a collective that not every rank calls raise an error",
+         "only-some-ranks-call"),
+    gloo("00-some-ranks-cannot-complete", "00_ranks_and_world", "c11",
+         "a collective that only some ranks call cannot complete", "only-some-ranks-call"),
+    Claim("00-px-waits-for-every-engine", "00_ranks_and_world", "c06",
+          "sends the cell to every engine and waits until all of them have finished",
+          "test", "tests/test_notebook00.py::test_notebook00_default_reports_each_of_4_ranks_once"),
+    Claim("00-nccl-one-gpu-per-rank", "00_ranks_and_world", "c01",
+          "**NCCL** between GPUs (one GPU per rank)", "gpu-check", "one-rank-group"),
+    # 01 scatter
+    gloo("01-scatter-list-off-src-refused", "01_scatter", "c12",
+         "torch checks this on the rank itself, before any data moves"),
+    gloo("01-scatter-wrong-length-refused-on-src", "01_scatter", "c14",
+         "A list of the wrong length is refused on `src`"),
+    # 02 gather
+    gloo("02-gather-list-off-dst-refused", "02_gather", "c12",
+         "mistake fails at once instead of hanging"),
+    gloo("02-gather-wrong-list-refused-on-dst", "02_gather", "c14",
+         "is refused\non `dst` before anything is received"),
+    gloo("02-aliased-list-not-caught", "02_gather", "c16", "torch does not catch this"),
+    # 03 broadcast
+    gloo("03-python-number-refused", "03_broadcast", "c14",
+         "A Python number cannot be broadcast: torch refuses it on every rank"),
+    Claim("03-nccl-refuses-cpu-tensor", "03_broadcast", "c14",
+          "fine with gloo, refused by NCCL", "gpu-check", "cpu-tensor-refused"),
+    gloo("03-broadcast-longer-kills-receiver", "03_broadcast", "c16",
+         "gloo **kills the receiving process**", "broadcast-longer"),
+    gloo("03-broadcast-shorter-accepted", "03_broadcast", "c16",
+         "accepted silently; the end\nof the buffer keeps what it held"),
+    # 04 reduce
+    gloo("04-reduce-non-dst-depends-on-size", "04_reduce", "c12",
+         "which elements, depends on the size and the\nworld size"),
+    Claim("04-nccl-reduce-reads-non-root", "04_reduce", "c12",
+          "NCCL only reads them", "gpu-check", "reduce-non-dst-untouched"),
+    gloo("04-dst-out-of-range-refused", "04_reduce", "c14",
+         "A rank that does not exist is refused\non the spot, on every rank"),
+    gloo("04-bitwise-on-bool", "04_reduce", "c16",
+         "the bitwise ops need integers or `bool`", "bitwise-int-and-bool-only"),
+    # 05 all_reduce
+    gloo("05-gloo-refuses-avg-int-and-bitwise-float", "05_all_reduce", "c12",
+         "gloo refuses `AVG` on integers and the bitwise ops on floats",
+         "bitwise-int-and-bool-only"),
+    gloo("05-refusals-on-every-rank", "05_all_reduce", "c12",
+         "Every rank refuses the same pairs, so the probe cannot hang",
+         "bitwise-int-and-bool-only"),
+    gloo("05-bitwise-float-refused-before-data-moves", "05_all_reduce", "c12",
+         "Most\nrefusals come before any data moves (a bitwise op on floats)",
+         "bitwise-int-and-bool-only"),
+    Claim("05-nccl-no-bitwise", "05_all_reduce", "c12", "NCCL has\nno bitwise ops at all",
+          "gpu-check", "bitwise-refused"),
+    Claim("05-premul-sum-nccl-only", "05_all_reduce", "c12", "is\nNCCL-only",
+          "gpu-check", "premul-sum-accepted"),
+    gloo("05-avg-int-leaves-the-sum", "05_all_reduce", "c16",
+         "the buffer is left holding the **sum**", "avg-int-leaves-the-sum"),
+    gloo("05-bitwise-on-bool", "05_all_reduce", "c16", "the bitwise ops work on\n`bool` too",
+         "bitwise-int-and-bool-only"),
+    gloo("05-shape-mismatch-kills-at-2", "05_all_reduce", "c16b",
+         "at 2 ranks, gloo **kills\none process**", "all-reduce-shape-mismatch"),
+    gloo("05-shape-mismatch-wrong-sums-at-3", "05_all_reduce", "c16b",
+         "at 3 ranks, some ranks **return wrong sums**", "all-reduce-shape-mismatch"),
+    # 06 all_gather
+    gloo("06-all-gather-wrong-length-refused", "06_all_gather", "c21",
+         "gloo refuses a list of the wrong length on every rank"),
+    Claim("06-nccl-no-length-check", "06_all_gather", "c21",
+          "NCCL (torch 2.13) does not check the length", "source",
+          "torch ProcessGroupNCCL.cpp allgather: output list length not checked (2+ GPUs)"),
+    Claim("06-nccl-ring", "06_all_gather", "c14",
+          "(NCCL, for instance,\npasses the pieces around a ring of ranks)", "source",
+          "NCCL docs, Collective Operations (AllGather) and NCCL_ALGO=Ring"),
+    Claim("06-nccl-list-form-copies", "06_all_gather", "c15",
+          "the list form makes torch allocate one internally and then copy each piece out",
+          "source", "torch ProcessGroupNCCL.cpp allgather: flattened output, then copies"),
+    gloo("06-all-gather-into-tensor-deprecated", "06_all_gather", "c15",
+         "`all_gather_into_tensor` still\nworks but is deprecated"),
+    gloo("06-output-same-size-refused", "06_all_gather", "c23",
+         "is refused on every rank, by gloo and\nNCCL alike"),
+    gloo("06-gloo-flat-output-only", "06_all_gather", "c25",
+         "gloo in torch 2.13 accepts only the flat concatenation"),
+    Claim("06-nccl-2d-output", "06_all_gather", "c25",
+          "NCCL also accepts an `output_tensor` of shape `(world_size, 2)`", "source",
+          "torch ProcessGroupNCCL.cpp _allgather_base: checks numel only (2+ GPUs)"),
+    # 07 reduce_scatter
+    gloo("07-reduce-scatter-tensor-deprecated", "07_reduce_scatter", "c12",
+         "`reduce_scatter_tensor` still works but is deprecated"),
+    gloo("07-wrong-length-refused", "07_reduce_scatter", "c20",
+         "A list of the wrong length is refused on every rank"),
+    # 08 all_to_all
+    gloo("08-wrong-length-refused", "08_all_to_all", "c26",
+         "gloo checks the length on every rank"),
+    gloo("08-gloo-list-uneven-refused", "08_all_to_all", "c28",
+         "requires every piece to have the\nsame size and refuses the call on every rank"),
+    Claim("08-nccl-list-uneven-accepted", "08_all_to_all", "c28",
+          "NCCL sends each piece with its\nown size", "gpu-check", "uneven-all-to-all-list"),
+    gloo("08-splits-more-kills-receiver", "08_all_to_all", "c30",
+         "rank 1's process is **killed**", "splits-more"),
+    gloo("08-splits-more-sender-race", "08_all_to_all", "c30",
+         "rank 0 either returns or fails at once on the closed\nconnection", "splits-more"),
+    gloo("08-splits-fewer-accepted", "08_all_to_all", "c30",
+         "rank 1\naccepts them silently"),
+    # 09 send/recv
+    Claim("09-nccl-wait-stream", "09_send_recv", "c12",
+          "`wait()` makes\nthe current CUDA stream wait", "source",
+          "torch docs, torch.distributed Work.wait and TORCH_NCCL_BLOCKING_WAIT"),
+    Claim("09-nccl-batch-is-one-group", "09_send_recv", "c15",
+          "With NCCL, the list becomes one NCCL group", "source",
+          "torch distributed_c10d.batch_isend_irecv (_coalescing_manager: ncclGroupStart/End)"),
+    Claim("09-nccl-timeout-aborts-process", "09_send_recv", "c20",
+          "a NCCL communicator that times out is aborted and by default takes its process down",
+          "source", "torch docs, TORCH_NCCL_ASYNC_ERROR_HANDLING (default 3: tear down)"),
+    Claim("09-nccl-unbatched-one-stream", "09_send_recv", "c31",
+          "PyTorch queues an\nunbatched `isend` and `irecv` with the same peer on one CUDA stream",
+          "source", "torch ProcessGroupNCCL.cpp pointToPoint: one stream per peer pair key"),
+    gloo("09-gloo-send-waits-any-size", "09_send_recv", "c20",
+         "gloo always waits, whatever\nthe size", "both-send-first"),
+    Claim("09-nccl-send-blocks-large", "09_send_recv", "c20",
+          "NCCL waits too for tensors larger than its internal buffers", "gpu-check",
+          "send-blocks-large"),
+    gloo("09-both-fail-after-timeout", "09_send_recv", "c22",
+         "Both sends fail after the timeout, neither before", "both-send-first"),
+    gloo("09-timed-out-group-broken", "09_send_recv", "c22",
+         "every later call on it fails at\nonce", "both-send-first"),
+    gloo("09-isend-progresses-on-gloo", "09_send_recv", "c31",
+         "On gloo each operation progresses on its own"),
+    gloo("09-send-to-self-refused", "09_send_recv", "c37",
+         "**`send` to itself is refused at once.**"),
+    gloo("09-isend-to-self-gloo-raises", "09_send_recv", "c38a",
+         "gloo has no connection from a rank to itself and raises at once"),
+    Claim("09-nccl-isend-to-self", "09_send_recv", "c38a",
+          "NCCL accepts a send to self batched with its receive", "gpu-check",
+          "isend-to-self"),
+    gloo("09-detail-p2p-advances-sequence", "09_send_recv", "c38c",
+         "the next collective on the default group is refused"),
+    gloo("09-dtype-not-checked", "09_send_recv", "c39", "**Nothing checks the dtype.**"),
+    gloo("09-larger-message-kills-receiver", "09_send_recv", "c41",
+         "gloo *kills the receiving process*", "send-longer"),
+    gloo("09-smaller-message-accepted", "09_send_recv", "c41",
+         "A smaller message is accepted silently"),
+    Claim("09-nccl-tests-sendrecv-factor", "09_send_recv", "c45",
+          "nccl-tests counts a send/recv's bus bandwidth as its algorithm bandwidth",
+          "source", "nccl-tests src/sendrecv.cu SendRecvGetBw: factor 1"),
+    # 10 ring
+    Claim("10-nccl-prefers-trees-small", "10_ring_all_reduce", "c33",
+          "for small messages NCCL prefers other algorithms", "source",
+          "NCCL docs, NCCL_ALGO (Ring, Tree, ...) and its tuning model"),
+    Claim("10-ring-batched-no-deadlock", "10_ring_all_reduce", "c08",
+          "nobody waits for anybody: no deadlock", "test",
+          "tests/test_notebooks_p2p_ring.py::test_ring_all_reduce_notebook"),
+    # 11 bandwidth
+    Claim("11-nccl-tests-w1-default", "11_bandwidth", "c01",
+          "nccl-tests' own default is `-w 1`", "source",
+          "nccl-tests src/common.cu: warmup_iters = 1 (option -w)"),
+    Claim("11-nccl-tests-time-averaged", "11_bandwidth", "c06",
+          "its `-a 1` default: time averaged over the ranks", "source",
+          "nccl-tests src/common.cu: average = 1 (option -a)"),
+    Claim("11-busbw-factors", "11_bandwidth", "c04", "| all_reduce | 2(*n* − 1)/*n* |", "test",
+          "tests/test_bench.py::test_bus_factor_matches_nccl_tests"),
+    Claim("11-every-size-runs", "11_bandwidth", "c08",
+          "Every size is a point, as in nccl-tests", "test",
+          "tests/test_bench.py::test_cli_json_covers_every_collective_and_size"),
+    Claim("11-trim-16-bytes", "11_bandwidth", "c08",
+          "trimmed down to a multiple of\n16 bytes (nccl-tests 2.13.12 and later)", "test",
+          "tests/test_bench.py::test_plan_split_collectives_trim_pieces_to_16_bytes"),
+    Claim("11-blocking-wait-polls", "11_bandwidth", "c06",
+          "with it that wait polls the host until the\ncall is done", "source",
+          "torch ProcessGroupNCCL WorkNCCL::synchronize (blocking wait loop); "
+          "make gpu-check prints both timings"),
+    # 12 backend support
+    gloo("12-refusals-on-every-rank", "12_backend_support", "c06",
+         "every rank raises the same error and none is left waiting",
+         "bitwise-int-and-bool-only"),
+    gloo("12-avg-int-leaves-the-sum", "12_backend_support", "c12",
+         "`tensor` is left holding the sum", "avg-int-leaves-the-sum"),
+    Claim("12-premul-sum-nccl-only", "12_backend_support", "c18", "It exists for NCCL only",
+          "gpu-check", "premul-sum-accepted"),
+    # 13 debugging
+    gloo("13-detail-names-mismatch", "13_debugging", "c06",
+         "That is the DETAIL check: before the real all_reduce"),
+    gloo("13-no-checks-shape-kills-at-2", "13_debugging", "c08",
+         "at 2 ranks gloo **kills one process**", "all-reduce-shape-mismatch"),
+    gloo("13-no-checks-shape-wrong-sums-at-3-4", "13_debugging", "c08",
+         "at 3 or 4 ranks, some ranks **return wrong sums** without any error while the others\n"
+         "wait until the timeout", "all-reduce-shape-mismatch"),
+    gloo("13-no-checks-dtype-kills", "13_debugging", "c08",
+         "float32 against float64 (below, section 2) killed a process at\n2, 3 and 4 ranks",
+         "all-reduce-dtype-mismatch"),
+    gloo("13-detail-cost", "13_debugging", "c08b",
+         "runs a monitored barrier and two all_gathers of the\nfingerprint"),
+    gloo("13-detail-src-refused", "13_debugging", "c12",
+         "A `src` of `world_size` is refused on every\nrank before anything moves"),
+    gloo("13-short-scatter-list", "13_debugging", "c15",
+         "The source refuses at\nonce; the other ranks are already waiting"),
+    Claim("13-after-timeout-out-of-step", "13_debugging", "c17",
+          "After a timeout the ranks no longer agree on how many collectives they have run",
+          "test", "tests/test_notebook_debugging.py::"
+          "test_short_scatter_list_errors_within_the_timeout_then_a_restart_works"),
+    gloo("13-detail-names-absent-ranks", "13_debugging", "c20",
+         "tells rank 0 *who* did not arrive"),
+    Claim("13-ipyparallel-drops-dead-engine", "13_debugging", "c26",
+          "ipyparallel has dropped the dead engine", "test",
+          "tests/test_notebook_debugging.py::"
+          "test_a_rank_killed_mid_collective_is_named_and_the_start_cell_recovers"),
+    Claim("13-nccl-debug-at-init", "13_debugging", "c28",
+          "NCCL reads it when a communicator is created", "source",
+          "NCCL docs, Environment Variables: NCCL_DEBUG"),
+    Claim("13-start-cell-refuses-more-ranks-than-gpus", "13_debugging", "c33",
+          "The start cell checks what it is asked for before it starts any process",
+          "gpu-check", "more-ranks-than-gpus"),
+)
+
+# ---------------------------------------------------------------- running them
+
+def _batch(rank, world_size, sources):
+    """Run several cases one after the other in this disposable rank (see _batch_results)."""
+    seen = {}
+    for name, source in sources.items():
+        namespace = dict(globals())
+        exec(source, namespace)
+        try:
+            seen[name] = {"result": namespace[name](rank, world_size)}
+        except Exception as err:
+            seen[name] = {"error": f"{type(err).__name__}: {err}"}
+    return seen
+
+
+def _batched_keys(n: int, detail: bool) -> list[str]:
+    return sorted({key for key, entry in CASES.items() if entry and not entry.alone
+                   and entry.detail == detail and n in entry.sizes})
+
+
+@lru_cache(maxsize=None)
+def _batch_results(n: int, detail: bool) -> dict[str, list[RankOutcome]]:
+    keys = _batched_keys(n, detail)
+    sources = {CASES[key].case.__name__: case_source(CASES[key].case) for key in keys}
+    outcomes = run_disposable(_batch, world_size=n, args={"sources": sources},
+                              timeout_s=10.0, limit_s=120.0, detail=detail)
+    assert all(o.returncode == 0 and o.error is None for o in outcomes), \
+        [o.summary() for o in outcomes]
+    per_key = {}
+    for key in keys:
+        name = CASES[key].case.__name__
+        per_key[key] = [RankOutcome(o.rank, 0, o.result[name].get("result"),
+                                    o.result[name].get("error"), o.seconds)
+                        for o in outcomes]
+    return per_key
+
+
+@lru_cache(maxsize=None)
+def _outcomes(key: str, n: int) -> list[RankOutcome]:
+    """Every rank's outcome of case `key` at world size n (each case runs once per size)."""
+    entry = CASES[key]
+    if entry.alone:
+        return run_disposable(entry.case, world_size=n, timeout_s=entry.timeout_s,
+                              limit_s=60.0, detail=entry.detail)
+    return _batch_results(n, entry.detail)[key]
+
+
+GLOO_RUNS = [(c.key, c.evidence, n) for c in CLAIMS if c.kind == "gloo"
+             and c.evidence != "13-detail-cost" for n in CASES[c.evidence].sizes]
+
+
+@pytest.mark.parametrize("claim_key, case_key, n", GLOO_RUNS,
+                         ids=[f"{claim}-n{n}" for claim, _, n in GLOO_RUNS])
+def test_gloo_claim(claim_key, case_key, n):
+    """The behaviour the claim `claim_key` describes, run on `n` disposable gloo ranks."""
+    CASES[case_key].expect(_outcomes(case_key, n), n)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_detail_checks_cost_time(n):
+    """13-detail-cost: a 1-element all_reduce is slower with the DETAIL checks than without."""
+    entry = CASES["13-detail-cost"]
+    off, on = (max(_returned(o) for o in run_disposable(entry.case, world_size=n, detail=d))
+               for d in (False, True))
+    assert on > 1.5 * off, (off, on)
+
+
+# ---------------------------------------------------------------- the ledger itself
+
+def _cell_text(stem: str, cell_id: str) -> str:
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.get("id") == cell_id:
+            return cell.source
+    raise AssertionError(f"{stem} has no cell {cell_id}")
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c.key for c in CLAIMS])
+def test_the_quote_is_still_in_its_cell(claim):
+    assert _flat(claim.quote) in _flat(_cell_text(claim.notebook, claim.cell)), \
+        f"{claim.notebook} cell {claim.cell} no longer says: {claim.quote!r}"
+
+
+def test_keys_are_unique_and_every_claim_has_evidence():
+    keys = [c.key for c in CLAIMS]
+    assert len(keys) == len(set(keys))
+    checklist = {item.key for item in CHECKLIST}
+    for c in CLAIMS:
+        assert c.kind in ("gloo", "test", "gpu-check", "source"), c
+        if c.kind == "gloo":
+            assert CASES.get(c.evidence) is not None, f"{c.key}: no case {c.evidence!r}"
+        elif c.kind == "gpu-check":
+            assert c.evidence in checklist, f"{c.key}: no gpu-check item {c.evidence!r}"
+        elif c.kind == "test":
+            path, name = c.evidence.split("::")
+            assert f"def {name}(" in (REPO / path).read_text(), c.evidence
+        else:
+            assert len(c.evidence) > 20, c   # names the document or source file
+
+
+def test_every_case_backs_a_claim():
+    used = {c.evidence for c in CLAIMS if c.kind == "gloo"}
+    assert set(CASES) <= used, set(CASES) - used
+
+
+def test_ledger_covers_every_notebook_and_the_readme_states_its_size():
+    assert {c.notebook[:2] for c in CLAIMS} == {f"{i:02d}" for i in range(14)}
+    readme = (REPO / "README.md").read_text()
+    gloo_tested = sum(c.kind in ("gloo", "test") for c in CLAIMS)
+    nccl = sum(c.kind in ("gpu-check", "source") for c in CLAIMS)
+    assert f"{len(CLAIMS)} claims" in readme, "README: the ledger's size is out of date"
+    assert f"{gloo_tested} run on gloo" in readme and f"{nccl} NCCL or nccl-tests" in readme
+
+
+# ---------------------------------------------------------------- gpu-check's checklist
+
+def test_gpu_checklist_marks_what_needs_more_gpus():
+    keys = [item.key for item in CHECKLIST]
+    assert len(keys) == len(set(keys))
+    by_key = {item.key: item for item in CHECKLIST}
+    for key in ("one-rank-group", "cpu-tensor-refused", "bitwise-refused",
+                "premul-sum-accepted", "isend-to-self"):
+        assert by_key[key].min_gpus == 1 and by_key[key].check is not None
+    assert by_key["more-ranks-than-gpus"].min_gpus == 0
+    assert by_key["reduce-non-dst-untouched"].min_gpus == 2
+    assert all(item.source and item.claim for item in CHECKLIST)
+
+
+def test_gpu_check_without_a_gpu_lists_the_checklist_and_exits_2():
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TUTORIAL_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-m", "tools.gpu_check"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no GPU visible" in done.stderr
+    for item in CHECKLIST:
+        assert item.claim in done.stdout
+    assert done.stdout.count("2+ GPUs") >= 2 and "1+ GPUs" in done.stdout
+    # the one item a machine without GPUs can check: the refusal names the problem
+    assert "✓  [README] NCCL with more ranks than GPUs is refused" in done.stdout
+    assert "✗" not in done.stdout

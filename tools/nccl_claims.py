@@ -1,0 +1,232 @@
+"""The notebooks' NCCL-only claims, as a checklist that `make gpu-check` runs on GPUs.
+
+Each item is a sentence of the series about NCCL (the notebook, the claim, the source it
+comes from) and a check. Checks that one GPU can run use a one-rank NCCL group in this
+process; the others need 2+ GPUs and run on a cluster of the notebooks' own kind, or
+are marked as needing them. tests/test_claims.py (the ledger) points at these keys.
+Used by tools/gpu_check.py; no notebook imports it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from helpers.collectives import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class NcclClaim:
+    """One NCCL-only sentence and how to check it."""
+
+    key: str
+    notebook: str
+    claim: str
+    source: str
+    min_gpus: int
+    check: Callable[[int], str] | None   # returns what it saw; AssertionError when false
+
+
+@contextmanager
+def one_rank_nccl_group() -> Iterator[None]:
+    """A NCCL group of one rank on cuda:0 in this process, set up as the engines do."""
+    import torch
+    import torch.distributed as dist
+
+    os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")   # as helpers.runtime.engine sets it
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1,
+                            device_id=torch.device("cuda", 0))
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _refused(call: Callable[[], object]) -> str:
+    """The first line of the error `call` raises; AssertionError when it does not."""
+    try:
+        call()
+    except (RuntimeError, ValueError, TypeError) as err:
+        return f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"
+    raise AssertionError("accepted, not refused")
+
+
+def check_one_rank_group(_n_gpus: int) -> str:
+    import torch
+    import torch.distributed as dist
+
+    with one_rank_nccl_group():
+        tensor = torch.tensor([1.0, 2.0], device="cuda:0")
+        dist.all_reduce(tensor)
+        torch.cuda.synchronize()
+        assert dist.get_backend() == "nccl" and tensor.tolist() == [1.0, 2.0], tensor
+    return "all_reduce on 1 rank: [1.0, 2.0] → [1.0, 2.0]"
+
+
+def check_cpu_tensor_refused(_n_gpus: int) -> str:
+    import torch
+    import torch.distributed as dist
+
+    with one_rank_nccl_group():
+        return _refused(lambda: dist.all_reduce(torch.ones(2)))
+
+
+def check_bitwise_refused(_n_gpus: int) -> str:
+    import torch
+    import torch.distributed as dist
+
+    seen = []
+    with one_rank_nccl_group():
+        for op in ("BAND", "BOR", "BXOR"):
+            tensor = torch.tensor([1, 3], device="cuda:0")
+            reduce_op = getattr(dist.ReduceOp, op)
+            seen.append(f"{op}: {_refused(lambda: dist.all_reduce(tensor, op=reduce_op))}")
+    return "; ".join(seen)
+
+
+def check_premul_sum_accepted(_n_gpus: int) -> str:
+    import torch
+    import torch.distributed as dist
+
+    with one_rank_nccl_group():
+        tensor = torch.tensor([1.0, 2.0], device="cuda:0")
+        dist.all_reduce(tensor, op=dist._make_nccl_premul_sum(3.0))
+        torch.cuda.synchronize()
+        assert tensor.tolist() == [3.0, 6.0], tensor
+    return "PREMUL_SUM(3) of [1, 2] on 1 rank: [3.0, 6.0]"
+
+
+def check_isend_to_self(_n_gpus: int) -> str:
+    import torch
+    import torch.distributed as dist
+
+    with one_rank_nccl_group():
+        mine = torch.tensor([1.0, 2.0], device="cuda:0")
+        back = torch.zeros(2, device="cuda:0")
+        for request in dist.batch_isend_irecv([dist.P2POp(dist.isend, mine, 0),
+                                               dist.P2POp(dist.irecv, back, 0)]):
+            request.wait()
+        torch.cuda.synchronize()
+        assert back.tolist() == [1.0, 2.0], back
+    return "batched isend/irecv to self: received [1.0, 2.0]"
+
+
+def check_more_ranks_than_gpus(n_gpus: int) -> str:
+    from helpers.runtime.cluster import ClusterConfigError, start_cluster
+
+    try:
+        start_cluster(n_ranks=n_gpus + 1, backend="nccl")
+    except ClusterConfigError as err:
+        text = str(err)
+        names_gpus = f"{n_gpus} GPU(s)" in text or (n_gpus == 0 and "no GPU" in text)
+        assert f"{n_gpus + 1} rank(s)" in text and names_gpus, text
+        return text
+    raise AssertionError("asking for more NCCL ranks than GPUs was not refused")
+
+
+def _on_cluster(n_gpus: int, code: str, *names: str) -> list[dict]:
+    from helpers.runtime.cluster import start_cluster
+
+    with start_cluster(n_ranks=n_gpus, backend="nccl") as cluster:
+        cluster.client.direct_view(cluster.engine_ids).execute(code, block=True)
+        return cluster.pull(*names)
+
+
+def check_reduce_leaves_non_dst(n_gpus: int) -> str:
+    states = _on_cluster(n_gpus, "t = torch.arange(8.0, device=device) + 10 * rank\n"
+                                 "dist.reduce(t, dst=0)\ntorch.cuda.synchronize()", "t")
+    for s in states[1:]:
+        expected = [10.0 * s["rank"] + i for i in range(8)]
+        assert s["t"]["values"] == expected, (s["rank"], s["t"]["values"])
+    return f"{n_gpus} ranks, 8 elements: every rank but dst 0 holds its input"
+
+
+def check_uneven_all_to_all_list(n_gpus: int) -> str:
+    code = ("ins = [torch.full((j + 1,), 10.0 * rank + j, device=device) "
+            "for j in range(world_size)]\n"
+            "outs = [torch.zeros(rank + 1, device=device) for _ in range(world_size)]\n"
+            "dist.all_to_all(outs, ins)\ntorch.cuda.synchronize()")
+    states = _on_cluster(n_gpus, code, "outs")
+    for s in states:
+        r = s["rank"]
+        got = [piece["values"] for piece in s["outs"]]
+        assert got == [[10.0 * i + r] * (r + 1) for i in range(n_gpus)], (r, got)
+    return f"{n_gpus} ranks: uneven pieces delivered"
+
+
+CHECKLIST: tuple[NcclClaim, ...] = (
+    NcclClaim("one-rank-group", "00", "a NCCL group of one rank works (one GPU, one rank)",
+              "torch.distributed init_process_group; NCCL ncclCommInitRank", 1,
+              check_one_rank_group),
+    NcclClaim("cpu-tensor-refused", "03", "NCCL refuses a CPU tensor",
+              "PyTorch distributed docs, backends table (NCCL: CUDA tensors only)", 1,
+              check_cpu_tensor_refused),
+    NcclClaim("bitwise-refused", "05", "NCCL has no bitwise ops (BAND, BOR, BXOR refused)",
+              "NCCL docs, ncclRedOp_t (sum, prod, max, min, avg only)", 1,
+              check_bitwise_refused),
+    NcclClaim("premul-sum-accepted", "05",
+              "PREMUL_SUM (a scaled sum) is NCCL-only and accepted",
+              "NCCL docs, ncclRedOpCreatePreMulSum; torch dist._make_nccl_premul_sum", 1,
+              check_premul_sum_accepted),
+    NcclClaim("isend-to-self", "09", "NCCL accepts an isend to self batched with its irecv",
+              "torch isend docstring (allows src == dst); NCCL docs, ncclSend/ncclRecv", 1,
+              check_isend_to_self),
+    NcclClaim("more-ranks-than-gpus", "README", "NCCL with more ranks than GPUs is refused, "
+              "naming both numbers", "helpers/config.py (this series)", 0,
+              check_more_ranks_than_gpus),
+    NcclClaim("reduce-non-dst-untouched", "04", "after reduce, NCCL leaves non-dst buffers as "
+              "they were", "NCCL docs, ncclReduce (recvbuff only used on root)", 2,
+              check_reduce_leaves_non_dst),
+    NcclClaim("uneven-all-to-all-list", "08", "NCCL's list all_to_all accepts pieces of "
+              "different sizes", "torch ProcessGroupNCCL alltoall (one send/recv per piece)",
+              2, check_uneven_all_to_all_list),
+    NcclClaim("send-blocks-large", "09", "ncclSend may let small messages through and "
+              "blocks on large ones", "NCCL docs, ncclSend ('blocking for the GPU')", 2, None),
+)
+
+
+def run_checklist(n_gpus: int) -> list[tuple[NcclClaim, str, str]]:
+    """Run every item this machine can; print and return (item, mark, what was seen).
+
+    mark: ✓ held, ✗ did not (or failed), "2+ GPUs" / "source only": not run here.
+    """
+    results = []
+    for item in CHECKLIST:
+        if item.check is None:
+            mark, seen = "source only", f"not run (a hang would abort NCCL): {item.source}"
+        elif n_gpus < item.min_gpus:
+            mark, seen = f"{item.min_gpus}+ GPUs", f"needs {item.min_gpus}+ GPUs, not run"
+        else:
+            try:
+                mark, seen = "✓", item.check(n_gpus)
+            except Exception as err:   # a failed check is reported, the others still run
+                mark, seen = "✗", f"{type(err).__name__}: {err}"
+        print(f"{mark:>12}  [{item.notebook}] {item.claim}\n{'':>14}{seen}")
+        results.append((item, mark, seen))
+    return results
+
+
+def compare_timings(n_gpus: int, sizes: tuple[str, ...] = ("8", "64M")) -> list[dict]:
+    """helpers.bench on NCCL with both timings (TORCH_NCCL_BLOCKING_WAIT=1, as the engines)."""
+    rows = []
+    env = dict(os.environ, TORCH_NCCL_BLOCKING_WAIT="1")
+    for timing in ("nccl-tests", "per-call"):
+        for size in sizes:
+            done = subprocess.run(
+                [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                 f"--nproc_per_node={n_gpus}", "-m", "helpers.bench", "--json",
+                 "--collectives", "all_reduce", "--min-bytes", size, "--max-bytes", size,
+                 "--timing", timing],
+                cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
+            assert done.returncode == 0, done.stderr[-2000:]
+            rows += json.loads(done.stdout)
+    print(f"{'timing':<12} {'size (B)':>10} {'time (µs)':>10} {'busbw (GB/s)':>13}")
+    for row in rows:
+        print(f"{row['timing']:<12} {row['bytes']:>10} {row['time_us']:>10.1f} "
+              f"{row['busbw']:>13.2f}")
+    return rows
