@@ -15,6 +15,7 @@ Used by notebooks 14–19.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -90,6 +91,15 @@ class CommLog:
         return "\n".join(rows)
 
 
+def _group(function: Any, args: tuple, kwargs: dict) -> Any:
+    """The `group` a call names, by keyword or by position (None: the default group)."""
+    try:
+        bound = inspect.signature(function).bind_partial(*args, **kwargs)
+    except (TypeError, ValueError):
+        return kwargs.get("group")
+    return bound.arguments.get("group")
+
+
 def _sent(kind: str, size: int, n: int) -> float:
     if kind == "send":
         return float(size)
@@ -106,7 +116,7 @@ def count_collectives(log: CommLog | None = None) -> Iterator[CommLog]:
 
     def wrap(name: str, original: Any) -> Any:
         def counted(*args: Any, **kwargs: Any) -> Any:
-            n = dist.get_world_size(kwargs.get("group"))
+            n = dist.get_world_size(_group(original, args, kwargs))
             size = _size(name, args, kwargs)
             log.entries.append(Call(name, size, n, _sent(KINDS[name], size, n)))
             return original(*args, **kwargs)
