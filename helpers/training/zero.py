@@ -116,6 +116,7 @@ def plot_memory(measured: Sequence[dict[str, dict[str, float]]],
             for part, colour in zip(parts, colours):
                 value = stages[stage][part]
                 ax.bar(s + rank * width, value, width, bottom=bottom, color=colour,
+                       edgecolor="white", linewidth=0.6,
                        label=part if rank == 0 and s == 0 else None)
                 bottom += value
     for s, stage in enumerate(STAGES):
