@@ -84,6 +84,13 @@ record("all_gather", lambda: dist.all_gather([torch.empty(12, dtype=torch.float6
                                                for _ in range(n)], t))
 record("reduce_scatter", lambda: dist.reduce_scatter(shard, [t.clone() for _ in range(n)]))
 record("broadcast", lambda: dist.broadcast(t, 0))
+record("all_keywords", lambda: dist.all_gather_single(input_tensor=t, output_tensor=out_t,
+                                                      group=None))
+record("deprecated_alias", lambda: dist.all_gather_into_tensor(out_t, t))
+peer_right, peer_left = (rank + 1) % n, (rank - 1) % n
+inbox = torch.empty(12, dtype=torch.float64)
+record("batch_isend_irecv", lambda: [w.wait() for w in dist.batch_isend_irecv(
+    [dist.P2POp(dist.isend, t, peer_right), dist.P2POp(dist.irecv, inbox, peer_left)])])
 record("nested_restored", lambda: None)
 rows["restored"] = dist.all_reduce.__name__ == "all_reduce"
 json.dump(rows, open(out, "w"))
@@ -131,6 +138,9 @@ def test_counter_bytes_follow_the_ring_formulas(comm_rows):
         assert rows["reduce_scatter"][0][1:] == [S * n, n, (n - 1) / n * S * n]
         assert rows["broadcast"] == [["broadcast", S, n, float(S)]]
         assert rows["restored"] is True
+        assert rows["all_keywords"] == rows["all_gather_single"]
+        assert [row[0] for row in rows["deprecated_alias"]] == ["all_gather_into_tensor"]
+        assert rows["batch_isend_irecv"] == [["isend", S, n, float(S)], ["irecv", S, n, 0.0]]
 
 
 def test_counter_sees_a_group_passed_by_position(comm_rows):
