@@ -15,11 +15,13 @@ Used by notebooks 14–19.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
+from torch.distributed import distributed_c10d
 
 from helpers.bench.nccl_tests import bus_factor
 
@@ -28,19 +30,22 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def _size(name: str, args: tuple, kwargs: dict) -> int:
-    """nccl-tests' S for one call, from the arguments as the caller passed them."""
-    first = args[0] if args else next(iter(kwargs.values()))
-    second = args[1] if len(args) > 1 else None
-    if name in ("all_gather",):                       # (tensor_list, tensor)
-        return sum(_nbytes(t) for t in first)
-    if name in ("reduce_scatter",):                   # (output, input_list)
-        return sum(_nbytes(t) for t in (second if second is not None else kwargs["input_list"]))
-    if name in ("all_gather_single", "all_gather_into_tensor"):    # (output, input)
-        return _nbytes(first)
-    if name in ("reduce_scatter_single", "reduce_scatter_tensor", "all_to_all_single"):
-        return _nbytes(second if second is not None else kwargs.get("input"))
-    return _nbytes(first)                             # all_reduce, broadcast, reduce, send, ...
+# Which argument holds nccl-tests' S, per wrapped function (the rest: `tensor`).
+SIZE_ARGUMENT = {"all_gather": "tensor_list", "reduce_scatter": "input_list",
+                 "all_gather_single": "output_tensor", "all_gather_into_tensor": "output_tensor",
+                 "reduce_scatter_single": "input", "reduce_scatter_tensor": "input",
+                 "all_to_all_single": "input"}
+
+
+def _arguments(function: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """The call's arguments by parameter name, however the caller passed them."""
+    return inspect.signature(function).bind(*args, **kwargs).arguments
+
+
+def _size(name: str, arguments: dict[str, Any]) -> int:
+    """nccl-tests' S for one call: all pieces of a list, else the one tensor."""
+    value = arguments[SIZE_ARGUMENT.get(name, "tensor")]
+    return sum(_nbytes(t) for t in value) if isinstance(value, (list, tuple)) else _nbytes(value)
 
 
 # The collective each wrapped function is, for nccl-tests' bus factor.
@@ -102,21 +107,36 @@ def _sent(kind: str, size: int, n: int) -> float:
 def count_collectives(log: CommLog | None = None) -> Iterator[CommLog]:
     """Record every wrapped `dist.<name>(...)` call made inside the block."""
     log = log if log is not None else CommLog()
+    # Both homes of each function: `dist.x` for the caller, and distributed_c10d's own
+    # global, which P2POp checks its op against (so batch_isend_irecv still works).
+    homes = (dist, distributed_c10d)
     originals = {name: getattr(dist, name) for name in KINDS if hasattr(dist, name)}
+
+    inside = [False]   # a wrapped function calling another (a deprecated alias) counts once
 
     def wrap(name: str, original: Any) -> Any:
         def counted(*args: Any, **kwargs: Any) -> Any:
-            n = dist.get_world_size(kwargs.get("group"))
-            size = _size(name, args, kwargs)
+            if inside[0]:
+                return original(*args, **kwargs)
+            arguments = _arguments(original, args, kwargs)
+            n = dist.get_world_size(arguments.get("group"))
+            size = _size(name, arguments)
             log.entries.append(Call(name, size, n, _sent(KINDS[name], size, n)))
-            return original(*args, **kwargs)
+            inside[0] = True
+            try:
+                return original(*args, **kwargs)
+            finally:
+                inside[0] = False
         counted.__wrapped__ = original
         return counted
 
     try:
         for name, original in originals.items():
-            setattr(dist, name, wrap(name, original))
+            counted = wrap(name, original)
+            for home in homes:
+                setattr(home, name, counted)
         yield log
     finally:
         for name, original in originals.items():
-            setattr(dist, name, original)
+            for home in homes:
+                setattr(home, name, original)

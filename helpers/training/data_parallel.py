@@ -1,0 +1,152 @@
+"""Data parallelism by hand (notebook 15): a deeper toy MLP for bucketing and overlap,
+parameter bookkeeping, and the plots of losses, gradients, buckets and the timeline.
+
+The taught code (the all_reduce of every gradient, the buckets, the hooks) stays in the
+notebook's `%%px` cells. Used by notebooks 15 and 16.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from helpers.training.toy import D_IN, D_OUT, DTYPE
+
+
+def make_deep_mlp(depth: int = 6, width: int = 32, seed: int = 0,
+                  dtype: torch.dtype = DTYPE) -> nn.Sequential:
+    """`depth` Linear layers with Tanh between them: more gradient tensors to bucket."""
+    if depth < 2:
+        raise ValueError(f"depth must be at least 2, got {depth}")
+    torch.manual_seed(seed)
+    sizes = [D_IN] + [width] * (depth - 1) + [D_OUT]
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < depth - 1:
+            layers.append(nn.Tanh())
+    return nn.Sequential(*layers).to(dtype)
+
+
+def parameter_bytes(model: nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def as_state(pulled: dict) -> dict[str, torch.Tensor]:
+    """A state dict pulled from a rank ({name: {"values", ...}}) as float64 tensors."""
+    return {name: torch.tensor(value["values"], dtype=torch.float64)
+            for name, value in pulled.items()}
+
+
+def flat(pulled: dict) -> np.ndarray:
+    """Every tensor of a pulled {name: tensor} dict, flattened and concatenated."""
+    return np.concatenate([np.ravel(np.asarray(v["values"], dtype=float))
+                           for v in pulled.values()])
+
+
+def bucket_calls(sizes_bytes: Sequence[int], bucket_bytes: float) -> int:
+    """How many buckets tensors of these sizes (in backward order) make, filled greedily."""
+    calls, current = 0, 0
+    for size in sizes_bytes:
+        if current and current + size > bucket_bytes:
+            calls, current = calls + 1, 0
+        current += size
+    return calls + (1 if current else 0)
+
+
+def plot_losses(rank_losses: Sequence[Sequence[float]], reference: Sequence[float],
+                title: str = ""):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    steps = np.arange(1, len(reference) + 1)
+    for rank, losses in enumerate(rank_losses):
+        ax.plot(steps, losses, marker="o", alpha=0.7, label=f"rank {rank} (its shard)")
+    ax.plot(steps, np.mean(rank_losses, axis=0), "k--", lw=2, label="mean over ranks")
+    ax.plot(steps, reference, "r:", lw=3, label="reference (whole batch)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss before the step")
+    ax.set_title(title or "loss per rank and the single-process reference")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_grads(before: Sequence[np.ndarray], after: Sequence[np.ndarray],
+               reference: np.ndarray, title: str = ""):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), sharey=True)
+    for rank, (b, a) in enumerate(zip(before, after)):
+        axes[0].plot(b, lw=1, alpha=0.8, label=f"rank {rank}")
+        axes[1].plot(a, lw=4 - 0.6 * rank, alpha=0.6, label=f"rank {rank}")
+    axes[1].plot(reference, "k:", lw=1.2, label="reference")
+    axes[0].set_title("before the all_reduce: each rank's own shard")
+    axes[1].set_title("after all_reduce / world_size: one gradient")
+    for ax in axes:
+        ax.set_xlabel("gradient element (all parameters, flattened)")
+        ax.legend(fontsize=8)
+    fig.suptitle(title or "gradients of step 1, per rank")
+    fig.tight_layout()
+    return fig
+
+
+def plot_buckets(results: Sequence[Sequence[dict]], title: str = ""):
+    """results[rank] = [{"label", "calls_per_step", "ms_per_step"}, ...]."""
+    import matplotlib.pyplot as plt
+
+    labels = [r["label"] for r in results[0]]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
+    width = 0.8 / len(results)
+    for rank, rows in enumerate(results):
+        pos = np.arange(len(labels)) + rank * width
+        axes[0].bar(pos, [r["calls_per_step"] for r in rows], width, label=f"rank {rank}")
+        axes[1].bar(pos, [r["ms_per_step"] for r in rows], width, label=f"rank {rank}")
+    for ax, what in zip(axes, ("all_reduce calls per step", "ms per step (median)")):
+        ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, fontsize=8)
+        ax.set_xlabel("bucket size")
+        ax.set_ylabel(what)
+        ax.legend(fontsize=8)
+    fig.suptitle(title or "bucketing: fewer, larger all_reduce calls")
+    fig.tight_layout()
+    return fig
+
+
+def overlap_share(timeline: dict) -> float:
+    """Share of the communication time that lies inside the backward pass (0..1)."""
+    start, end = timeline["backward"]
+    total = inside = 0.0
+    for launched, done in timeline["buckets"]:
+        total += done - launched
+        inside += max(0.0, min(done, end) - max(launched, start))
+    return inside / total if total else 0.0
+
+
+def plot_timeline(timelines: Sequence[dict], title: str = ""):
+    """Per rank: forward, backward, each bucket's all_reduce (launch → done), wait, step."""
+    import matplotlib.pyplot as plt
+
+    n = len(timelines)
+    fig, ax = plt.subplots(figsize=(11, 0.9 * n + 1.6))
+    colours = {"forward": "#4c72b0", "backward": "#55a868", "wait": "#c44e52",
+               "step": "#8172b2"}
+    for rank, tl in enumerate(timelines):
+        y = n - 1 - rank
+        for phase, colour in colours.items():
+            a, b = tl[phase]
+            ax.broken_barh([(a * 1e3, max(b - a, 1e-6) * 1e3)], (y + 0.45, 0.4),
+                           facecolors=colour, label=phase if rank == 0 else None)
+        for i, (a, b) in enumerate(tl["buckets"]):
+            ax.broken_barh([(a * 1e3, max(b - a, 1e-6) * 1e3)], (y + 0.05 + 0.33 * (i % 2) / 2,
+                           0.2), facecolors="#dd8452", edgecolor="k", lw=0.4,
+                           label="all_reduce of a bucket" if rank == 0 and i == 0 else None)
+    ax.set_yticks([n - 1 - r + 0.45 for r in range(n)],
+                  [f"rank {r}\n{overlap_share(t):.0%} in backward" for r, t in
+                   enumerate(timelines)])
+    ax.set_xlabel("ms since the step began")
+    ax.set_title(title or "one training step, measured on every rank")
+    ax.legend(fontsize=8, loc="upper right", ncol=5)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,177 @@
+"""ZeRO / FSDP by hand (notebook 16): how a tensor's rows are split over the ranks (torch.chunk
+layout, as FSDP2 does), the bytes a rank holds, the ZeRO paper's memory formulas and the
+communication formulas, and the plots.
+
+The taught code (the all_gather / reduce_scatter of each stage) stays in the notebook's
+`%%px` cells. Used by notebook 16.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+STAGES = ("DP", "ZeRO-1", "ZeRO-2", "ZeRO-3")
+
+
+def padded_rows(rows: int, world_size: int) -> int:
+    """Rows each rank holds once dim 0 is padded to a multiple of world_size: ⌈rows/n⌉."""
+    return math.ceil(rows / world_size)
+
+
+def row_range(rows: int, rank: int, world_size: int) -> tuple[int, int]:
+    """The real rows [lo, hi) of `rank`, torch.chunk's layout: ⌈rows/n⌉ each, the last
+    ranks get fewer or none when n does not divide rows."""
+    per_rank = padded_rows(rows, world_size)
+    lo = min(rank * per_rank, rows)
+    return lo, min(lo + per_rank, rows)
+
+
+def pad_rows(t: torch.Tensor, world_size: int) -> torch.Tensor:
+    """`t` with zero rows appended so that dim 0 divides by world_size."""
+    extra = padded_rows(t.shape[0], world_size) * world_size - t.shape[0]
+    if not extra:
+        return t
+    return torch.cat([t, t.new_zeros((extra,) + tuple(t.shape[1:]))])
+
+
+class LiveBytes:
+    """Bytes of the tensors `track`ed that are still alive, and the peak of that sum."""
+
+    def __init__(self) -> None:
+        self.live = 0
+        self.peak = 0
+
+    def track(self, t: torch.Tensor, nbytes: int | None = None) -> torch.Tensor:
+        size = t.numel() * t.element_size() if nbytes is None else nbytes
+        self.live += size
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(t, self._release, size)
+        return t
+
+    def _release(self, size: int) -> None:
+        self.live -= size
+
+
+def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
+    """Bytes of the storages behind these tensors, each storage counted once (a view
+    into a tensor already counted costs nothing)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if t is None:
+            continue
+        if hasattr(t, "to_local"):
+            t = t.to_local()
+        storage = t.untyped_storage()
+        seen[storage.data_ptr() or id(storage)] = storage.nbytes()
+    return sum(seen.values())
+
+
+def zero_formula(psi: float, world_size: int, stage: str, param_bytes: float = 2,
+                 grad_bytes: float = 2, optimizer_bytes: float = 12) -> dict[str, float]:
+    """The ZeRO paper's memory per rank (Rajbhandari et al. 2020, fig. 1 and §5): Ψ
+    parameters, bytes per element of parameters, gradients and optimizer state (K).
+    Defaults: mixed precision Adam, 2 + 2 + 12 bytes."""
+    n = world_size
+    shard = {"DP": (1, 1, 1), "ZeRO-1": (1, 1, n), "ZeRO-2": (1, n, n), "ZeRO-3": (n, n, n)}
+    if stage not in shard:
+        raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+    p, g, o = shard[stage]
+    return {"parameters": param_bytes * psi / p, "gradients": grad_bytes * psi / g,
+            "optimizer state": optimizer_bytes * psi / o}
+
+
+def comm_formula(shapes: Sequence[Sequence[int]], world_size: int, stage: str,
+                 element_bytes: int = 8) -> float:
+    """Bytes one rank sends per step (ring), as the notebook's stages are built:
+    DP all_reduce of every gradient; ZeRO-1 that plus an all_gather of the (padded)
+    parameters; ZeRO-2 reduce_scatter + all_gather; ZeRO-3 all_gather in forward, again
+    for the weights (2-D tensors) in backward, and reduce_scatter."""
+    n = world_size
+    full = sum(math.prod(s) for s in shapes) * element_bytes
+    padded = [padded_rows(s[0], n) * n * math.prod(s[1:]) * element_bytes for s in shapes]
+    weights = sum(b for b, s in zip(padded, shapes) if len(s) > 1)
+    ring = (n - 1) / n
+    return {"DP": 2 * ring * full, "ZeRO-1": 2 * ring * full + ring * sum(padded),
+            "ZeRO-2": 2 * ring * sum(padded),
+            "ZeRO-3": ring * (2 * sum(padded) + weights)}[stage]
+
+
+def plot_memory(measured: Sequence[dict[str, dict[str, float]]],
+                formulas: dict[str, dict[str, float]], title: str = ""):
+    """Stacked bars per stage and rank (what the ranks hold) beside the formula's total."""
+    import matplotlib.pyplot as plt
+
+    parts = ("parameters", "gradients", "optimizer state", "peak gathered")
+    colours = ("#4c72b0", "#55a868", "#c44e52", "#dd8452")
+    n = len(measured)
+    width = 0.8 / (n + 1)
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    for rank, stages in enumerate(measured):
+        for s, stage in enumerate(STAGES):
+            bottom = 0.0
+            for part, colour in zip(parts, colours):
+                value = stages[stage][part]
+                ax.bar(s + rank * width, value, width, bottom=bottom, color=colour,
+                       edgecolor="white", linewidth=0.6,
+                       label=part if rank == 0 and s == 0 else None)
+                bottom += value
+    for s, stage in enumerate(STAGES):
+        total = sum(formulas[stage].values())
+        ax.bar(s + n * width, total, width, color="none", edgecolor="k", hatch="//",
+               label="ZeRO formula, float64 mapping" if s == 0 else None)
+    ax.set_xticks(np.arange(len(STAGES)) + 0.4 - width / 2, STAGES)
+    ax.set_ylabel("bytes per rank")
+    ax.set_title(title or "memory per rank: one bar per rank, then the formula")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_comm(sent: Sequence[dict[str, float]], formula: dict[str, float], title: str = ""):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    n = len(sent)
+    width = 0.8 / (n + 1)
+    for rank, row in enumerate(sent):
+        ax.bar(np.arange(len(STAGES)) + rank * width, [row[s] for s in STAGES], width,
+               label=f"rank {rank} (counted)")
+    ax.bar(np.arange(len(STAGES)) + n * width, [formula[s] for s in STAGES], width,
+           color="none", edgecolor="k", hatch="//", label="formula")
+    for s, stage in enumerate(STAGES):
+        ax.text(s + 0.4, formula[stage], f"{formula[stage] / formula['DP']:.2f}× DP",
+                ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(np.arange(len(STAGES)) + 0.4 - width / 2, STAGES)
+    ax.set_ylabel("bytes sent per rank per step")
+    ax.set_title(title or "communication per step")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_shards(hand: Sequence[dict], fsdp: Sequence[dict], title: str = ""):
+    """Per rank and parameter: the hand-built shard's values beside FSDP2's local shard."""
+    import matplotlib.pyplot as plt
+
+    names = list(hand[0])
+    n = len(hand)
+    fig, axes = plt.subplots(n, len(names), figsize=(3.2 * len(names), 1.3 * n + 1.2),
+                             squeeze=False)
+    for rank in range(n):
+        for j, name in enumerate(names):
+            ax = axes[rank][j]
+            a = np.ravel(np.asarray(hand[rank][name], dtype=float))
+            b = np.ravel(np.asarray(fsdp[rank][name], dtype=float))
+            ax.plot(a, "o", ms=5, mfc="none", label="by hand")
+            ax.plot(b, ".", ms=3, color="k", label="FSDP2 to_local()")
+            ax.set_title(f"rank {rank} · {name} · {len(a)} / {len(b)} values", fontsize=8)
+            ax.tick_params(labelsize=7)
+            if rank == 0 and j == 0:
+                ax.legend(fontsize=7)
+    fig.suptitle(title or "each rank's shard of each parameter: by hand vs FSDP2")
+    fig.tight_layout()
+    return fig
