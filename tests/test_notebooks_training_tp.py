@@ -95,3 +95,75 @@ def test_tensor_parallel_notebook(n_ranks, tmp_path, monkeypatch):
     _assert_every_rank_checked(text, n)
     assert text.count("dist.* calls seen by the counter: 0") == n
     assert png_count(nb) >= 1
+
+
+# ------------------------------------------------------------------ notebook 18
+
+def _summary_diff(summary: dict, grad: torch.Tensor) -> float:
+    """The largest gap between a saved gradient summary and the reference gradient."""
+    head = torch.tensor(summary["head"], dtype=grad.dtype)
+    return max(abs(summary["norm"] - grad.norm().item()),
+               abs(summary["sum"] - grad.sum().item()) / max(1.0, grad.numel() ** 0.5),
+               (head - grad.flatten()[:8]).abs().max().item())
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("n_ranks", [2, 3, 4])
+def test_pipeline_parallel_notebook(n_ranks, tmp_path, monkeypatch):
+    from helpers.training.pipeline import make_stages, theory_bubble
+
+    results = tmp_path / "results"
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
+    nb = execute(NOTEBOOKS / "18_pipeline_parallel.ipynb", tmp_path, n_ranks=n_ranks)
+    [record] = _load(results, "18_pipeline_parallel")
+    n = n_ranks
+    assert record["backend"] == "gloo" and record["world_size"] == n
+
+    # the reference: the unsplit model on the whole batch, here
+    X, Y = make_data(n_samples=record["batch"])
+    model = torch.nn.Sequential(*make_stages(n, record["width"]))
+    loss = loss_fn(model(X), Y)
+    loss.backward()
+    assert abs(record["torch_loss"] - loss.item()) < TOL
+    assert abs(record["hand_loss"] - loss.item()) < TOL
+    ms = sorted({run["m"] for run in record["ranks"][0]["runs"]})
+    assert len(ms) >= 4
+    for r, got in enumerate(record["ranks"]):
+        assert got["rank"] == r
+        ref = {k: p.grad for k, p in model[r].named_parameters()}
+        for schedule in ("GPipe", "1F1B"):
+            for k, grad in ref.items():
+                assert _summary_diff(got["grads_m4"][schedule][k], grad) < 1e-10
+        for k, grad in ref.items():
+            assert _summary_diff(got["torch_grads"][k], grad) < 1e-10
+        for run in got["runs"]:
+            m = run["m"]
+            for k, grad in ref.items():
+                assert abs(run["norms"][k] - grad.norm().item()) < 1e-10
+            kinds = [e[0] for e in run["events"]]
+            for kind in ("forward", "backward"):
+                mbs = sorted(e[1] for e in run["events"] if e[0] == kind)
+                assert mbs == list(range(m)), (run["schedule"], m, kind)
+            if run["schedule"] == "GPipe":   # blocking transfers only
+                links = (r > 0) + (r < n - 1)
+                assert kinds.count("send") == kinds.count("recv") == links * m
+            starts = [e[2] for e in run["events"]]
+            assert starts == sorted(starts) and all(e[3] >= e[2] >= 0 for e in run["events"])
+    assert record["peaks"]["GPipe"] == [8] * n
+    assert record["peaks"]["1F1B"] == [min(n - r, 8) for r in range(n)]
+
+    table = record["bubble_table"]
+    assert {(row["schedule"], row["m"]) for row in table} == {
+        (s, m) for s in ("GPipe", "1F1B") for m in ms}
+    for row in table:
+        assert row["theory"] == pytest.approx(theory_bubble(n, row["m"]))
+        assert 0.0 < row["measured"] < 1.0 and row["step_ms"] > 0
+        if row["m"] == 1:   # one micro-batch: the stages cannot overlap at all
+            assert row["measured"] > 0.5 * row["theory"]
+
+    text = notebook_text(nb)
+    _assert_every_rank_checked(text, n)
+    for r, what in ((0, "the output of micro-batch 1"), (1, "the gradient of micro-batch 0")):
+        assert f"rank {r}: sending {what} raised after 3." in text
+    assert "went through" not in text
+    assert png_count(nb) >= 2
