@@ -167,3 +167,63 @@ def test_pipeline_parallel_notebook(n_ranks, tmp_path, monkeypatch):
         assert f"rank {r}: sending {what} raised after 3." in text
     assert "went through" not in text
     assert png_count(nb) >= 2
+
+
+# ------------------------------------------------------------------ notebook 19
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("n_ranks, shape", [(4, (2, 2)), (3, (1, 3)), (2, (1, 2))])
+def test_two_d_notebook(n_ranks, shape, tmp_path, monkeypatch):
+    """4 ranks: a 2 × 2 mesh. 2 and 3 ranks: the stated fallback, 1 × n (tensor parallel
+    only), still checked against the reference."""
+    from helpers.training.toy import reference_train
+
+    results = tmp_path / "results"
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
+    nb = execute(NOTEBOOKS / "19_two_d_parallel.ipynb", tmp_path, n_ranks=n_ranks)
+    [record] = _load(results, "19_two_d_parallel")
+    n = n_ranks
+    dp, tp = shape
+    assert record["backend"] == "gloo" and record["world_size"] == n
+    assert (record["dp_size"], record["tp_size"]) == (dp, tp)
+    text = notebook_text(nb)
+    if dp == 1:
+        assert f"{n} is prime" in text and f"This notebook runs 1 × {n}" in text
+    else:
+        assert f"{n} ranks: a {dp} × {tp} mesh" in text
+
+    X, Y = make_data()
+    d_hidden = 4 * tp
+    ref = reference_train(make_mlp(d_hidden=d_hidden), X, Y, steps=record["steps"],
+                          lr=record["lr"])
+    k = d_hidden // tp
+    seen = set()
+    for r, got in enumerate(record["ranks"]):
+        row, col = got["dp_rank"], got["tp_rank"]
+        assert (row, col) == (r // tp, r % tp)          # row-major, as init_device_mesh
+        seen.add((row, col))
+        mine = slice(col * k, (col + 1) * k)
+        expected = {"0.weight": ref.state["0.weight"][mine], "0.bias": ref.state["0.bias"][mine],
+                    "2.weight": ref.state["2.weight"][:, mine], "2.bias": ref.state["2.bias"]}
+        for name, value in expected.items():
+            assert _diff(got["params"][name], value) < TOL, (r, name)
+        # each rank's loss is its replica's; their mean over the replicas is the reference's
+        row_mates = [g for g in record["ranks"] if g["dp_rank"] == row]
+        assert all(g["losses"] == got["losses"] for g in row_mates)
+        # the last step's collectives: g on the row, then one all_reduce per shard on the column
+        row_ranks = [row * tp + c for c in range(tp)]
+        col_ranks = [q * tp + col for q in range(dp)]
+        executed = [(c["phase"], c["name"], c["group"], c["size"]) for c in got["executed"]]
+        assert executed == [("forward", "all_reduce", row_ranks, 48 // dp * 4 * 8)] + [
+            ("gradient sync", "all_reduce", col_ranks, numel * 8)
+            for numel in (k * 8, k, 4 * k, 4)]
+    assert seen == {(a, b) for a in range(dp) for b in range(tp)}
+    replica_losses = [[g["losses"] for g in record["ranks"] if g["dp_rank"] == row][0]
+                      for row in range(dp)]
+    for step, ref_loss in enumerate(ref.losses):
+        mean = sum(losses[step] for losses in replica_losses) / dp
+        assert abs(mean - ref_loss) < TOL
+
+    _assert_every_rank_checked(text, n)
+    assert text.count("and no error") == n
+    assert png_count(nb) >= 2
