@@ -66,10 +66,17 @@ def theory_bubble(n_stages: int, n_microbatches: int) -> float:
 
 
 class Timeline:
-    """Spans (kind, micro-batch, start, end) in seconds since `start()`, on one rank."""
+    """Spans (kind, micro-batch, start, end) in seconds since `start()`, on one rank.
 
-    def __init__(self) -> None:
+    On a CUDA device each span ends with `torch.cuda.synchronize`: kernels and NCCL
+    calls return before the GPU has done the work, so without it a span would measure
+    the launch, not the work.
+    """
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
         self.events: list[tuple[str, int | None, float, float]] = []
+        self._sync = torch.device(device).type == "cuda"
+        self._device = torch.device(device)
         self._t0 = time.perf_counter()
 
     def start(self) -> None:
@@ -84,6 +91,8 @@ class Timeline:
         try:
             yield
         finally:
+            if self._sync:
+                torch.cuda.synchronize(self._device)
             self.events.append((kind, microbatch, begin, time.perf_counter() - self._t0))
 
 
