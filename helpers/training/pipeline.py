@@ -135,6 +135,7 @@ def plot_timelines(timelines: dict[str, Sequence[Sequence]], title: str):
         ax.set_title(f"{name}: step {step_time(events_by_rank) * 1e3:.1f} ms", fontsize=10)
         ax.set_xlabel("ms since the common start (white space: idle)")
     handles = [Patch(color=c, label=k) for k, c in COLOURS.items()]
+    handles.append(Patch(facecolor="white", edgecolor="grey", label="idle (nothing recorded)"))
     fig.legend(handles=handles, loc="upper right", ncol=len(handles), fontsize=8)
     fig.suptitle(title, x=0.01, ha="left")
     fig.tight_layout(rect=(0, 0, 1, 0.95))
