@@ -96,11 +96,11 @@ def max_diff(got: Any, expected: torch.Tensor) -> float:
 def shard_diffs(state: dict, ref: Reference, rank: int, n: int) -> dict[str, float]:
     """|pulled gradient − the reference's slice| for each sharded gradient of one rank."""
     g = ref.grads
+    mine = _span(g["0.weight"].shape[0], rank, n)       # this rank's hidden features
     return {
-        "W1 grad": max_diff(state["W1_grad"], g["0.weight"][_span(g["0.weight"].shape[0], rank, n)]),
-        "b1 grad": max_diff(state["b1_grad"], g["0.bias"][_span(g["0.bias"].shape[0], rank, n)]),
-        "W2 grad": max_diff(state["W2_grad"], g["2.weight"][:, _span(g["2.weight"].shape[1],
-                                                                      rank, n)]),
+        "W1 grad": max_diff(state["W1_grad"], g["0.weight"][mine]),
+        "b1 grad": max_diff(state["b1_grad"], g["0.bias"][mine]),
+        "W2 grad": max_diff(state["W2_grad"], g["2.weight"][:, mine]),
         "b2 grad": max_diff(state["b2_grad"], g["2.bias"]),
         "X grad": max_diff(state["X_grad"], ref.input_grad),
         "output": max_diff(state["output"], ref.output),
