@@ -1,0 +1,170 @@
+"""A 2-D (data × tensor parallel) mesh: its shape, the planned step, a recorder, plots.
+
+The taught code (the mesh, Megatron's f and g on the tensor-parallel group, the
+gradient all_reduce on the data-parallel group) lives in notebook 19's `%%px` cells.
+Used by notebook 19.
+
+    dp, tp = mesh_shape(world_size)          # 4 → (2, 2); a prime n → (1, n)
+    plan = planned_step(dp, tp, batch=48)    # which collective, on which group, when
+    with record_collectives() as calls:      # on an engine: each call with its group
+        ...
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Iterator
+
+import torch.distributed as dist
+
+from helpers.training.comm import count_collectives
+from helpers.training.tensor_parallel import hidden_size
+from helpers.training.toy import D_IN, D_OUT
+
+RECORDED = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+            "all_gather_single", "reduce_scatter_single", "send", "recv")
+
+
+def mesh_shape(world_size: int) -> tuple[int, int]:
+    """(dp, tp): dp the largest divisor of world_size not above its square root."""
+    if world_size < 2:
+        raise ValueError(f"a 2-D mesh needs 2+ ranks, got {world_size}")
+    dp = max(d for d in range(1, math.isqrt(world_size) + 1) if world_size % d == 0)
+    return dp, world_size // dp
+
+
+def shape_reason(world_size: int) -> str:
+    """One sentence saying which shape this world size gets, and why."""
+    dp, tp = mesh_shape(world_size)
+    if dp == 1:
+        return (f"{world_size} ranks: {world_size} is prime, so the only 2-D shapes are "
+                f"1 × {world_size} and {world_size} × 1. This notebook runs 1 × {world_size}:"
+                f" tensor parallelism over all {world_size} ranks, and data-parallel groups "
+                "of one rank each, whose all_reduce leaves the gradients as they are. "
+                "Run it with 4 ranks to see both dimensions at work.")
+    return (f"{world_size} ranks: a {dp} × {tp} mesh, {dp} data-parallel replicas (rows) "
+            f"of {tp} tensor-parallel ranks (columns).")
+
+
+def coordinates(rank: int, dp: int, tp: int) -> tuple[int, int]:
+    """(row, column) of a rank in a row-major dp × tp mesh, as init_device_mesh lays it."""
+    return rank // tp, rank % tp
+
+
+def tp_group_ranks(rank: int, dp: int, tp: int) -> list[int]:
+    row, _ = coordinates(rank, dp, tp)
+    return [row * tp + c for c in range(tp)]
+
+
+def dp_group_ranks(rank: int, dp: int, tp: int) -> list[int]:
+    _, col = coordinates(rank, dp, tp)
+    return [r * tp + col for r in range(dp)]
+
+
+def planned_step(rank: int, dp: int, tp: int, batch: int, itemsize: int = 8) -> list[dict]:
+    """The collectives one training step should call on `rank`, in order.
+
+    Forward: g's all_reduce of the row-parallel layer's partial outputs (tp group).
+    Backward: none (f's all_reduce only runs when the input needs a gradient).
+    Gradient sync: one all_reduce per parameter shard on the dp group, in
+    `parameters()` order: W1 rows, b1 rows, W2 columns, b2 (whole).
+    """
+    k = hidden_size(tp) // tp
+    tp_ranks, dp_ranks = tp_group_ranks(rank, dp, tp), dp_group_ranks(rank, dp, tp)
+    plan = [{"phase": "forward", "what": "g: sum of partial outputs", "name": "all_reduce",
+             "group": tp_ranks, "size": batch // dp * D_OUT * itemsize}]
+    for what, numel in (("W1 shard grad", k * D_IN), ("b1 shard grad", k),
+                        ("W2 shard grad", D_OUT * k), ("b2 grad", D_OUT)):
+        plan.append({"phase": "gradient sync", "what": what, "name": "all_reduce",
+                     "group": dp_ranks, "size": numel * itemsize})
+    return plan
+
+
+@contextlib.contextmanager
+def record_collectives() -> Iterator[list[dict]]:
+    """Each `dist.<collective>` call in the block: name, the group's ranks, S in bytes."""
+    calls: list[dict] = []
+    with count_collectives() as log:
+        counted = {name: getattr(dist, name) for name in RECORDED if hasattr(dist, name)}
+
+        def wrap(name, counted_fn):
+            def recorded(*args, **kwargs):
+                group = kwargs.get("group")
+                if group is None and len(args) > 2 and name == "all_reduce":
+                    group = args[2]
+                ranks = (dist.get_process_group_ranks(group) if group is not None
+                         else list(range(dist.get_world_size())))
+                result = counted_fn(*args, **kwargs)
+                calls.append({"name": name, "group": ranks, "size": log.entries[-1].size})
+                return result
+            return recorded
+
+        try:
+            for name, fn in counted.items():
+                setattr(dist, name, wrap(name, fn))
+            yield calls
+        finally:
+            for name, fn in counted.items():
+                setattr(dist, name, fn)
+
+
+def format_plan(plan: list[dict]) -> str:
+    lines = [f"{'when':<15}{'what':<28}{'collective':<12}{'group (ranks)':<15}{'S (bytes)':>10}"]
+    for row in plan:
+        lines.append(f"{row['phase']:<15}{row['what']:<28}{row['name']:<12}"
+                     f"{str(row['group']):<15}{row['size']:>10}")
+    return "\n".join(lines)
+
+
+def plot_mesh(dp: int, tp: int, title: str):
+    """The mesh: one box per rank; rows are data-parallel replicas, columns TP shards."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+
+    fig, ax = plt.subplots(figsize=(1.9 * tp + 2.6, 1.3 * dp + 1.2))
+    for r in range(dp * tp):
+        row, col = coordinates(r, dp, tp)
+        ax.add_patch(FancyBboxPatch((col + 0.08, -row - 0.92), 0.84, 0.84,
+                                    boxstyle="round,pad=0.02", color=f"C{col}", alpha=0.35))
+        ax.text(col + 0.5, -row - 0.5, f"rank {r}\nbatch shard {row}\nfeatures {col}",
+                ha="center", va="center", fontsize=8)
+    for row in range(dp):
+        ax.text(-0.1, -row - 0.5, f"DP replica {row}\n(tp group: a row)", ha="right",
+                va="center", fontsize=8)
+    for col in range(tp):
+        ax.text(col + 0.5, 0.15, f"TP shard {col}\n(dp group: a column)", ha="center",
+                va="bottom", fontsize=8)
+    ax.set_xlim(-1.6, tp + 0.1)
+    ax.set_ylim(-dp - 0.1, 0.8)
+    ax.axis("off")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_params(states: list[dict], reference: dict, k: int, title: str):
+    """Per rank: each value of its shards against the reference's (on the diagonal: equal)."""
+    import matplotlib.pyplot as plt
+
+    from helpers.training.tensor_parallel import tensor
+
+    n = len(states)
+    fig, axes = plt.subplots(1, n, figsize=(2.6 * n + 0.6, 2.9), squeeze=False)
+    for ax, state in zip(axes[0], states):
+        mine = slice(state["tp_rank"] * k, (state["tp_rank"] + 1) * k)
+        expected = {"0.weight": reference["0.weight"][mine], "0.bias": reference["0.bias"][mine],
+                    "2.weight": reference["2.weight"][:, mine], "2.bias": reference["2.bias"]}
+        for i, (name, value) in enumerate(expected.items()):
+            got = tensor(state["params"][name]).flatten()
+            ax.plot(value.flatten().tolist(), got.tolist(), "o", ms=3, color=f"C{i}",
+                    label=name)
+        lim = max(v.abs().max().item() for v in expected.values()) * 1.1
+        ax.plot([-lim, lim], [-lim, lim], "k:", lw=0.8)
+        ax.set_title(f"rank {state['rank']} (row {state['dp_rank']}, col {state['tp_rank']})",
+                     fontsize=9)
+        ax.set_xlabel("reference", fontsize=8)
+    axes[0][0].set_ylabel("this rank's shard", fontsize=8)
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,229 @@
+"""Notebooks 17 (tensor parallel), 18 (pipeline parallel) and 19 (2-D) executed on gloo,
+their results checked against references computed here, in the test's own process."""
+from __future__ import annotations
+
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from conftest import NOTEBOOKS  # noqa: E402
+from helpers.training.toy import loss_fn, make_data, make_mlp  # noqa: E402
+from notebook_runner import execute, notebook_text, png_count  # noqa: E402
+
+TOL = 1e-12
+
+
+def _load(results, stem) -> list[dict]:
+    records = json.loads((results / f"{stem}.json").read_text())
+    return records if isinstance(records, list) else [records]
+
+
+def _assert_every_rank_checked(text: str, n: int) -> None:
+    assert "✗" not in text
+    for r in range(n):
+        assert f"rank {r} ✓" in text, f"no ✓ line for rank {r}"
+    assert "All ranks right!" in text, "the exercise check did not pass"
+
+
+def _diff(got, expected: torch.Tensor) -> float:
+    got = torch.tensor(got, dtype=expected.dtype)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    return (got - expected).abs().max().item()
+
+
+# ------------------------------------------------------------------ notebook 17
+
+def _unsharded(d_hidden: int):
+    """Forward and backward of the unsharded toy MLP, with dL/dX."""
+    X, Y = make_data()
+    model = make_mlp(d_hidden=d_hidden)
+    X = X.clone().requires_grad_(True)
+    hidden_pre = model[0](X)
+    output = model(X)
+    loss_fn(output, Y).backward()
+    return model, hidden_pre.detach(), output.detach(), X.grad
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("n_ranks", [2, 3, 4])
+def test_tensor_parallel_notebook(n_ranks, tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
+    nb = execute(NOTEBOOKS / "17_tensor_parallel.ipynb", tmp_path, n_ranks=n_ranks)
+    [record] = _load(results, "17_tensor_parallel")
+    n = n_ranks
+    assert record["backend"] == "gloo" and record["world_size"] == n
+    d_hidden = record["d_hidden"]
+    assert d_hidden % n == 0
+    k = d_hidden // n
+    model, hidden_pre, output, x_grad = _unsharded(d_hidden)
+    W1, b1 = model[0].weight.grad, model[0].bias.grad
+    W2, b2 = model[2].weight.grad, model[2].bias.grad
+    assert [r["rank"] for r in record["ranks"]] == list(range(n))
+    for r, got in enumerate(record["ranks"]):
+        mine = slice(r * k, (r + 1) * k)
+        assert _diff(got["W1_grad"], W1[mine]) < TOL
+        assert _diff(got["b1_grad"], b1[mine]) < TOL
+        assert _diff(got["W2_grad"], W2[:, mine]) < TOL
+        assert _diff(got["b2_grad"], b2) < TOL
+        assert _diff(got["X_grad"], x_grad) < TOL
+        for name in ("output", "Y2", "torch_output"):
+            assert _diff(got[name], output) < TOL, name
+        assert _diff(got["Y1"], hidden_pre) < TOL
+        # per layer: column forward 0 calls, backward one all_reduce of dL/dX;
+        # row forward one all_reduce of the output, backward 0 calls
+        counts = {(layer, phase): by_name for layer, phase, by_name in got["layer_counts"]}
+        batch, d_in, d_out = 48, 8, 4
+        assert counts[("column-parallel", "forward")] == {}
+        assert counts[("row-parallel", "backward")] == {}
+        assert counts[("tanh", "forward")] == counts[("tanh", "backward")] == {}
+        col = counts[("column-parallel", "backward")]["all_reduce"]
+        row = counts[("row-parallel", "forward")]["all_reduce"]
+        assert (col["calls"], col["size"]) == (1, batch * d_in * 8)
+        assert (row["calls"], row["size"]) == (1, batch * d_out * 8)
+        assert col["sent"] == pytest.approx(2 * (n - 1) / n * batch * d_in * 8)
+        gather = got["gather_counts"]["all_gather"]
+        assert gather["size"] == batch * d_hidden * 8
+        assert gather["sent"] == pytest.approx((n - 1) / n * batch * d_hidden * 8)
+
+    text = notebook_text(nb)
+    _assert_every_rank_checked(text, n)
+    assert text.count("dist.* calls seen by the counter: 0") == n
+    assert png_count(nb) >= 1
+
+
+# ------------------------------------------------------------------ notebook 18
+
+def _summary_diff(summary: dict, grad: torch.Tensor) -> float:
+    """The largest gap between a saved gradient summary and the reference gradient."""
+    head = torch.tensor(summary["head"], dtype=grad.dtype)
+    return max(abs(summary["norm"] - grad.norm().item()),
+               abs(summary["sum"] - grad.sum().item()) / max(1.0, grad.numel() ** 0.5),
+               (head - grad.flatten()[:8]).abs().max().item())
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("n_ranks", [2, 3, 4])
+def test_pipeline_parallel_notebook(n_ranks, tmp_path, monkeypatch):
+    from helpers.training.pipeline import make_stages, theory_bubble
+
+    results = tmp_path / "results"
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
+    nb = execute(NOTEBOOKS / "18_pipeline_parallel.ipynb", tmp_path, n_ranks=n_ranks)
+    [record] = _load(results, "18_pipeline_parallel")
+    n = n_ranks
+    assert record["backend"] == "gloo" and record["world_size"] == n
+
+    # the reference: the unsplit model on the whole batch, here
+    X, Y = make_data(n_samples=record["batch"])
+    model = torch.nn.Sequential(*make_stages(n, record["width"]))
+    loss = loss_fn(model(X), Y)
+    loss.backward()
+    assert abs(record["torch_loss"] - loss.item()) < TOL
+    assert abs(record["hand_loss"] - loss.item()) < TOL
+    ms = sorted({run["m"] for run in record["ranks"][0]["runs"]})
+    assert len(ms) >= 4
+    for r, got in enumerate(record["ranks"]):
+        assert got["rank"] == r
+        ref = {k: p.grad for k, p in model[r].named_parameters()}
+        for schedule in ("GPipe", "1F1B"):
+            for k, grad in ref.items():
+                assert _summary_diff(got["grads_m4"][schedule][k], grad) < 1e-10
+        for k, grad in ref.items():
+            assert _summary_diff(got["torch_grads"][k], grad) < 1e-10
+        for run in got["runs"]:
+            m = run["m"]
+            for k, grad in ref.items():
+                assert abs(run["norms"][k] - grad.norm().item()) < 1e-10
+            kinds = [e[0] for e in run["events"]]
+            for kind in ("forward", "backward"):
+                mbs = sorted(e[1] for e in run["events"] if e[0] == kind)
+                assert mbs == list(range(m)), (run["schedule"], m, kind)
+            if run["schedule"] == "GPipe":   # blocking transfers only
+                links = (r > 0) + (r < n - 1)
+                assert kinds.count("send") == kinds.count("recv") == links * m
+            starts = [e[2] for e in run["events"]]
+            assert starts == sorted(starts) and all(e[3] >= e[2] >= 0 for e in run["events"])
+    assert record["peaks"]["GPipe"] == [8] * n
+    assert record["peaks"]["1F1B"] == [min(n - r, 8) for r in range(n)]
+
+    table = record["bubble_table"]
+    assert {(row["schedule"], row["m"]) for row in table} == {
+        (s, m) for s in ("GPipe", "1F1B") for m in ms}
+    for row in table:
+        assert row["theory"] == pytest.approx(theory_bubble(n, row["m"]))
+        assert 0.0 < row["measured"] < 1.0 and row["step_ms"] > 0
+        if row["m"] == 1:   # one micro-batch: the stages cannot overlap at all
+            assert row["measured"] > 0.5 * row["theory"]
+
+    text = notebook_text(nb)
+    _assert_every_rank_checked(text, n)
+    for r, what in ((0, "the output of micro-batch 1"), (1, "the gradient of micro-batch 0")):
+        assert f"rank {r}: sending {what} raised after 3." in text
+    assert "went through" not in text
+    assert png_count(nb) >= 2
+
+
+# ------------------------------------------------------------------ notebook 19
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("n_ranks, shape", [(4, (2, 2)), (3, (1, 3)), (2, (1, 2))])
+def test_two_d_notebook(n_ranks, shape, tmp_path, monkeypatch):
+    """4 ranks: a 2 × 2 mesh. 2 and 3 ranks: the stated fallback, 1 × n (tensor parallel
+    only), still checked against the reference."""
+    from helpers.training.toy import reference_train
+
+    results = tmp_path / "results"
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
+    nb = execute(NOTEBOOKS / "19_two_d_parallel.ipynb", tmp_path, n_ranks=n_ranks)
+    [record] = _load(results, "19_two_d_parallel")
+    n = n_ranks
+    dp, tp = shape
+    assert record["backend"] == "gloo" and record["world_size"] == n
+    assert (record["dp_size"], record["tp_size"]) == (dp, tp)
+    text = notebook_text(nb)
+    if dp == 1:
+        assert f"{n} is prime" in text and f"This notebook runs 1 × {n}" in text
+    else:
+        assert f"{n} ranks: a {dp} × {tp} mesh" in text
+
+    X, Y = make_data()
+    d_hidden = 4 * tp
+    ref = reference_train(make_mlp(d_hidden=d_hidden), X, Y, steps=record["steps"],
+                          lr=record["lr"])
+    k = d_hidden // tp
+    seen = set()
+    for r, got in enumerate(record["ranks"]):
+        row, col = got["dp_rank"], got["tp_rank"]
+        assert (row, col) == (r // tp, r % tp)          # row-major, as init_device_mesh
+        seen.add((row, col))
+        mine = slice(col * k, (col + 1) * k)
+        expected = {"0.weight": ref.state["0.weight"][mine], "0.bias": ref.state["0.bias"][mine],
+                    "2.weight": ref.state["2.weight"][:, mine], "2.bias": ref.state["2.bias"]}
+        for name, value in expected.items():
+            assert _diff(got["params"][name], value) < TOL, (r, name)
+        # each rank's loss is its replica's; their mean over the replicas is the reference's
+        row_mates = [g for g in record["ranks"] if g["dp_rank"] == row]
+        assert all(g["losses"] == got["losses"] for g in row_mates)
+        # the last step's collectives: g on the row, then one all_reduce per shard on the column
+        row_ranks = [row * tp + c for c in range(tp)]
+        col_ranks = [q * tp + col for q in range(dp)]
+        executed = [(c["phase"], c["name"], c["group"], c["size"]) for c in got["executed"]]
+        assert executed == [("forward", "all_reduce", row_ranks, 48 // dp * 4 * 8)] + [
+            ("gradient sync", "all_reduce", col_ranks, numel * 8)
+            for numel in (k * 8, k, 4 * k, 4)]
+    assert seen == {(a, b) for a in range(dp) for b in range(tp)}
+    replica_losses = [[g["losses"] for g in record["ranks"] if g["dp_rank"] == row][0]
+                      for row in range(dp)]
+    for step, ref_loss in enumerate(ref.losses):
+        mean = sum(losses[step] for losses in replica_losses) / dp
+        assert abs(mean - ref_loss) < TOL
+
+    _assert_every_rank_checked(text, n)
+    assert text.count("and no error") == n
+    assert png_count(nb) >= 2
