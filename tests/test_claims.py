@@ -1,17 +1,18 @@
-"""The ledger: what notebooks 00-13 say about torch, gloo, NCCL, nccl-tests and ipyparallel.
+"""The ledger: what notebooks 00-19 say about torch, gloo, NCCL, nccl-tests and ipyparallel.
 
 CLAIMS lists every such sentence: its notebook and cell, a quote that must still be in
 that cell (so ledger and notebooks cannot drift apart), and its evidence:
 
-- ``gloo``: a case of tests/claim_cases.py, run for real on disposable gloo processes
-  (helpers.disposable) at the world sizes given, with an expectation that fails when the
-  behaviour changes; the test id names the claim
+- ``gloo``: a case of tests/claim_cases.py (notebooks 14-19: claim_cases_training.py),
+  run for real on disposable gloo processes (helpers.disposable) at the world sizes
+  given, with an expectation that fails when the behaviour changes; the test id names
+  the claim
   (``test_gloo_claim[05-avg-int-leaves-the-sum-n2]``);
 - ``test``: an existing test that runs the notebook's own cells on gloo;
 - ``gpu-check``: an NCCL-only claim, with its source, checked by ``make gpu-check``
   (tools/nccl_claims.py; some items need 2+ GPUs and say so);
-- ``source``: a behaviour of NCCL or nccl-tests that only its documentation or source
-  shows here (named in the entry).
+- ``source``: a behaviour of NCCL or nccl-tests (or of torch on CUDA) that only its
+  documentation or source shows here (named in the entry).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import nbformat
 import pytest
 
 from claim_cases import CASES, _returned
+import claim_cases_training  # noqa: F401  (registers the cases of notebooks 14-19)
 from helpers.disposable import RankOutcome, case_source, run_disposable
 from tools.nccl_claims import CHECKLIST
 
@@ -257,6 +259,129 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("13-start-cell-refuses-more-ranks-than-gpus", "13_debugging", "c33",
           "The start cell checks what it is asked for before it starts any process",
           "gpu-check", "more-ranks-than-gpus"),
+    # 14 groups and meshes
+    gloo("14-new-group-every-rank", "14_groups_and_meshes", "c06",
+         "`new_group` is called by **every** rank, in the same order:\nranks outside the group "
+         "get a placeholder back, and `dist.get_rank(group)` answers −1 on\nthem"),
+    gloo("14-group-rank-renumbered", "14_groups_and_meshes", "c06",
+         "Inside the group, ranks are numbered again from 0: the **group rank**",
+         "14-new-group-every-rank"),
+    gloo("14-new-group-waits-only-for-members", "14_groups_and_meshes", "c25",
+         "on gloo, creating a group waits only for\nits members"),
+    Claim("14-skipper-out-of-step-times-out", "14_groups_and_meshes", "c27",
+          "The ranks that made the call fail after the 3-second timeout", "test",
+          "tests/test_notebooks_training_dp.py::test_groups_and_meshes_notebook"),
+    Claim("14-skipper-gloo-connect-timeout", "14_groups_and_meshes", "c27",
+          "its\nconnection set-up may fail after gloo's own connect timeout", "test",
+          "tests/test_notebooks_training_dp.py::test_groups_and_meshes_notebook"),
+    Claim("14-missed-call-recovers", "14_groups_and_meshes", "c27",
+          "Outside that group it returns at once, the counts agree again, and a new group works",
+          "test", "tests/test_notebooks_training_dp.py::test_groups_and_meshes_notebook"),
+    Claim("14-nccl-timeout-aborts-process", "14_groups_and_meshes", "c25",
+          "a NCCL communicator that times out may take its process down", "source",
+          "torch docs, TORCH_NCCL_ASYNC_ERROR_HANDLING (default 3: tear down)"),
+    gloo("14-new-subgroups-consecutive", "14_groups_and_meshes", "c09",
+         "cuts the world into consecutive groups of `cols`\nranks"),
+    gloo("14-get-global-rank", "14_groups_and_meshes", "c09",
+         "`dist.get_global_rank(group, i)` maps a group rank back to a global rank",
+         "14-new-subgroups-consecutive"),
+    gloo("14-device-mesh-row-major", "14_groups_and_meshes", "c04",
+         "`init_device_mesh` lays the ranks out **row-major**"),
+    gloo("14-mesh-groups-rows-columns", "14_groups_and_meshes", "c12",
+         "`mesh[\"tp\"]` is this rank's row, `mesh[\"dp\"]` its column",
+         "14-device-mesh-row-major"),
+    # 15 data parallel
+    gloo("15-ddp-buckets-default", "15_data_parallel", "c26",
+         "buckets of 25 MiB by default,\nthe first of 1 MiB. In the first step every gradient "
+         "goes into one bucket", "15-ddp-buckets"),
+    gloo("15-async-returns-at-once", "15_data_parallel", "c25",
+         "so the call\nreturns at once"),
+    gloo("15-completes-when-every-rank-joined", "15_data_parallel", "c25",
+         "a\ncollective completes only when **every** rank has joined it",
+         "15-async-returns-at-once"),
+    Claim("15-hooks-launch-during-backward", "15_data_parallel", "c21",
+          "can launch the bucket's `all_reduce` at once, with\n`async_op=True`", "test",
+          "tests/test_notebooks_training_dp.py::test_data_parallel_notebook"),
+    Claim("15-ddp-same-parameters", "15_data_parallel", "c37",
+          "`DistributedDataParallel` does the same and ends with the same parameters", "test",
+          "tests/test_notebooks_training_dp.py::test_data_parallel_notebook"),
+    Claim("15-nccl-separate-stream", "15_data_parallel", "c25",
+          "With NCCL on GPUs the collectives run as kernels on a\nseparate CUDA stream",
+          "gpu-check", "collective-own-stream"),
+    # 16 ZeRO and FSDP
+    gloo("16-fsdp2-dim0-chunk", "16_zero_fsdp", "c04",
+         "Each tensor is split by **rows** (dim 0) like FSDP2 does (`torch.chunk`)",
+         "16-fsdp2-chunk-rows"),
+    gloo("16-fsdp2-dtensor-pieces", "16_zero_fsdp", "c24",
+         "Its parameters become DTensors; `p.to_local()` is this rank's piece",
+         "16-fsdp2-chunk-rows"),
+    gloo("16-fsdp2-unpadded-2-2-0", "16_zero_fsdp", "c33",
+         "at 3 ranks, the bias of 4 rows was held as 2, 2 and 0 rows", "16-fsdp2-chunk-rows"),
+    gloo("16-ddp-reducer-copy", "16_zero_fsdp", "c08",
+         "another copy of the gradients unless `gradient_as_bucket_view=True`",
+         "15-ddp-buckets"),
+    gloo("16-adam-step-counter", "16_zero_fsdp", "c18",
+         "a 4-byte `step` counter per\ntensor that torch's Adam keeps"),
+    gloo("16-adam-step-counter-no-rows", "16_zero_fsdp", "c36",
+         "even for a tensor of which a rank has no rows", "16-adam-step-counter"),
+    gloo("16-larger-message-aborts", "16_zero_fsdp", "c33",
+         "on gloo, a message larger than the receive buffer aborts the\nreceiving process",
+         "send-longer"),
+    gloo("16-skipped-collective-waits", "16_zero_fsdp", "c28",
+         "The other ranks wait in that `reduce_scatter` for rank 1", "only-some-ranks-call"),
+    Claim("16-fsdp2-same-parameters", "16_zero_fsdp", "c39",
+          "Each stage computes exactly DP's step (here to ~1e-16 in float64, and FSDP2 too)",
+          "test", "tests/test_notebooks_training_dp.py::test_zero_fsdp_notebook"),
+    # 17 tensor parallel
+    gloo("17-parallelize-module-dtensor", "17_tensor_parallel", "cell-27",
+         "The parameters become `DTensor`s; `to_local()` is this\nrank's shard",
+         "17-parallelize-module-functional"),
+    gloo("17-functional-collectives-not-counted", "17_tensor_parallel", "cell-29",
+         "the output is an `AsyncCollectiveTensor` of torch's functional\ncollectives",
+         "17-parallelize-module-functional"),
+    Claim("17-parallelize-module-same-output", "17_tensor_parallel", "cell-00",
+          "torch's own `parallelize_module` gives the same output", "test",
+          "tests/test_notebooks_training_tp.py::test_tensor_parallel_notebook"),
+    gloo("17-f-backward-needs-input-grad", "17_tensor_parallel", "cell-19",
+         "without it autograd never calls *f*'s backward", "17-function-backward-needs-grad"),
+    # 18 pipeline parallel
+    gloo("18-gloo-send-waits-for-recv", "18_pipeline_parallel", "cell-28",
+         "on gloo a\n`send` waits for the matching `recv` (notebook 09): neither returns",
+         "both-send-first"),
+    gloo("18-blocking-send-includes-wait", "18_pipeline_parallel", "cell-15",
+         "on gloo it returns once the receiver has taken the data", "both-send-first"),
+    Claim("18-gpipe-blocking-safe", "18_pipeline_parallel", "cell-09",
+          "Blocking `send` and `recv` are safe here", "test",
+          "tests/test_notebooks_training_tp.py::test_pipeline_parallel_notebook"),
+    gloo("18-two-blocking-sends-deadlock", "18_pipeline_parallel", "cell-11",
+         "written with two blocking calls this deadlocks", "both-send-first"),
+    Claim("18-batched-pair-no-deadlock", "18_pipeline_parallel", "cell-30",
+          "The schedule above does not deadlock because each such pair of transfers is one\n"
+          "`batch_isend_irecv`", "test",
+          "tests/test_notebooks_training_tp.py::test_pipeline_parallel_notebook"),
+    gloo("18-gpipe-scale-grads", "18_pipeline_parallel", "cell-25",
+         "By default (`scale_grads=True`) it divides the gradients\nby *m*"),
+    gloo("18-torch-runs-same-schedules", "18_pipeline_parallel", "cell-33",
+         "(`PipelineStage`, `ScheduleGPipe`, `Schedule1F1B`)\n  runs the same schedules for you",
+         "18-gpipe-scale-grads"),
+    Claim("18-torch-gpipe-same-loss", "18_pipeline_parallel", "cell-00",
+          "`torch.distributed.pipelining.ScheduleGPipe` on the same stages gives the same loss",
+          "test", "tests/test_notebooks_training_tp.py::test_pipeline_parallel_notebook"),
+    Claim("18-cuda-async", "18_pipeline_parallel", "cell-07",
+          "CUDA work is launched asynchronously", "source",
+          "torch docs, CUDA semantics: Asynchronous execution (notes/cuda.html)"),
+    # 19 2-D parallel
+    gloo("19-mesh-row-by-row", "19_two_d_parallel", "cell-04",
+         "lays the ranks\nout row by row", "14-device-mesh-row-major"),
+    gloo("19-f-only-when-input-needs-grad", "19_two_d_parallel", "cell-11",
+         "*f*'s `all_reduce` only runs when the\nlayer's input needs a gradient",
+         "17-function-backward-needs-grad"),
+    Claim("19-plan-matches-record", "19_two_d_parallel", "cell-11",
+          "Backward, nothing", "test",
+          "tests/test_notebooks_training_tp.py::test_two_d_notebook"),
+    Claim("19-wrong-group-silent", "19_two_d_parallel", "cell-20",
+          "the shapes match (every\nrank's `W1` shard has the same shape), so nothing fails",
+          "test", "tests/test_notebooks_training_tp.py::test_two_d_notebook"),
 )
 
 # ---------------------------------------------------------------- running them
@@ -369,7 +494,7 @@ def test_every_case_backs_a_claim():
 
 
 def test_ledger_covers_every_notebook_and_the_readme_states_its_size():
-    assert {c.notebook[:2] for c in CLAIMS} == {f"{i:02d}" for i in range(14)}
+    assert {c.notebook[:2] for c in CLAIMS} == {f"{i:02d}" for i in range(20)}
     readme = (REPO / "README.md").read_text()
     gloo_tested = sum(c.kind in ("gloo", "test") for c in CLAIMS)
     nccl = sum(c.kind in ("gpu-check", "source") for c in CLAIMS)

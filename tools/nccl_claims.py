@@ -116,6 +116,29 @@ def check_isend_to_self(_n_gpus: int) -> str:
     return "batched isend/irecv to self: received [1.0, 2.0]"
 
 
+def check_collective_on_its_own_stream(_n_gpus: int) -> str:
+    """An async all_reduce finishes while the current stream is still busy (its own stream)."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    with one_rank_nccl_group():
+        tensor = torch.tensor([1.0, 2.0], device="cuda:0")
+        dist.all_reduce(tensor)                  # the communicator exists before we time
+        torch.cuda.synchronize()
+        work = dist.all_reduce(tensor, async_op=True)
+        torch.cuda._sleep(4_000_000_000)         # the current stream: busy for ~seconds
+        deadline = time.monotonic() + 10
+        while not work.is_completed() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        busy = not torch.cuda.current_stream().query()
+        done = work.is_completed()
+        torch.cuda.synchronize()
+        assert done and busy, f"all_reduce completed: {done}; current stream busy: {busy}"
+    return "async all_reduce completed while the current stream was still running a kernel"
+
+
 def check_more_ranks_than_gpus(n_gpus: int) -> str:
     from helpers.runtime.cluster import ClusterConfigError, start_cluster
 
@@ -176,6 +199,10 @@ CHECKLIST: tuple[NcclClaim, ...] = (
     NcclClaim("isend-to-self", "09", "NCCL accepts an isend to self batched with its irecv",
               "torch isend docstring (allows src == dst); NCCL docs, ncclSend/ncclRecv", 1,
               check_isend_to_self),
+    NcclClaim("collective-own-stream", "15", "NCCL runs a collective on a CUDA stream of "
+              "its own, beside the computation", "torch ProcessGroupNCCL.cpp (ncclStreams_, "
+              "syncStream); Li et al., VLDB 2020, sec. 3.2.3", 1,
+              check_collective_on_its_own_stream),
     NcclClaim("more-ranks-than-gpus", "README", "NCCL with more ranks than GPUs is refused, "
               "naming both numbers", "helpers/config.py (this series)", 0,
               check_more_ranks_than_gpus),
