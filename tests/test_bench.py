@@ -379,7 +379,8 @@ def test_fit_with_noise_is_within_its_standard_error():
     assert 0.03 < fit.error < 0.07                      # the 5 % noise, seen as the fit error
     inside, total = alpha_beta.within_error(fit, _synthetic("all_reduce", 40.0, 1.5,
                                                             noise=0.05, seed=3))
-    assert total == 48 and inside >= 0.9 * total
+    assert total == fit.points and fit.points + fit.outliers == 48 and fit.outliers <= 4
+    assert inside >= 0.9 * total
 
 
 def test_joint_fit_over_world_sizes_tells_ring_from_tree():
@@ -397,13 +398,30 @@ def test_joint_fit_over_world_sizes_tells_ring_from_tree():
         2.0 * 2 / 1.5)
 
 
-def test_report_fit_fails_a_curve_the_model_cannot_follow():
+def test_outliers_are_left_out_and_counted():
     from helpers.bench import alpha_beta
-    rows = _synthetic("broadcast", 20.0, 1.0, world_sizes=(2,))
-    fits = alpha_beta.fit_all(rows)
-    assert alpha_beta.report_fit(rows, fits).all_ok
-    bent = [{**r, "time_us": 20.0 + (r["bytes"] / 1e3) ** 2} for r in rows]  # quadratic in S
-    assert not alpha_beta.report_fit(bent, alpha_beta.fit_all(bent)).all_ok
+    rows = _synthetic("all_gather", 50.0, 3.0, world_sizes=(4,), noise=0.01, seed=2)
+    slowed = [{**r, "time_us": r["time_us"] * (6 if i % 7 == 3 else 1)}  # 3 calls slowed 6×
+              for i, r in enumerate(rows)]
+    fit = alpha_beta.fit_joint(slowed)
+    assert fit.outliers == 3 and fit.points == 21
+    assert fit.alpha_us == pytest.approx(50.0, rel=0.05)
+    assert fit.beta_gbps == pytest.approx(3.0, rel=0.05) and fit.error < 0.02
+    assert alpha_beta.report_fit(slowed, alpha_beta.fit_all(slowed)).all_ok
+
+
+def test_report_fit_marks_a_model_outside_its_stated_error():
+    import dataclasses
+    from helpers.bench import alpha_beta
+    rows = _synthetic("broadcast", 20.0, 1.0, world_sizes=(2,), noise=0.2, seed=4)
+    fit = alpha_beta.fit_joint(rows)
+    assert alpha_beta.report_fit(rows, {"broadcast": fit}).all_ok
+    claimed = dataclasses.replace(fit, error=0.01)   # a model claiming 1 %: most points outside
+    report = alpha_beta.report_fit(rows, {"broadcast": claimed})
+    assert not report.all_ok and "broadcast       ✗" in str(report)
+    # A curve the model cannot follow shows as a large stated error.
+    bent = [{**r, "time_us": 20.0 + (r["bytes"] / 1e3) ** 2} for r in rows]
+    assert alpha_beta.fit_joint(bent).error > 1.0 > 0.3 > fit.error
 
 
 @pytest.mark.parametrize("rows, message", [

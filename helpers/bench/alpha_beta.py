@@ -66,8 +66,9 @@ class Fit:
     beta_gbps: float
     alpha_err_us: float        # one standard error, from the least-squares covariance
     beta_err_gbps: float
-    error: float               # RMS relative residual: the model's stated error
-    points: int
+    error: float               # RMS of measured/model − 1 over the points kept
+    points: int                # points the fit kept
+    outliers: int = 0          # points left out, more than `outlier` × error away
 
     @property
     def crossover_bytes(self) -> float:
@@ -101,12 +102,25 @@ def terms(collective: str, n: int, algorithm: str = "ring") -> tuple[float, floa
     return ALGORITHMS[algorithm][collective](n)
 
 
-def fit_joint(rows: Sequence[Row], algorithm: str = "ring") -> Fit:
+def _least_squares(design: np.ndarray, size: np.ndarray,
+                   time_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(α µs, 1/β µs per byte) and their covariance; every row divided by its time."""
+    matrix = np.column_stack([design[:, 0], design[:, 1] * size]) / time_us[:, None]
+    solution, *_ = np.linalg.lstsq(matrix, np.ones_like(time_us), rcond=None)
+    residual = matrix @ solution - 1
+    dof = max(len(time_us) - 2, 1)
+    return solution, np.linalg.pinv(matrix.T @ matrix) * (residual @ residual) / dof
+
+
+def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0) -> Fit:
     """One α and one β for the rows of ONE collective (any world sizes, ≥ 2), by least
     squares on the relative error: every point weighs the same, 8 B or 64 MiB.
 
-    Rows of count 0 (nothing moved) are left out. ValueError when the rows mix
-    collectives, or leave fewer than 3 points, or fewer than 2 distinct sizes.
+    A point more than `outlier` × the spread of the residuals (1.4826 × their median
+    size, which one slow call cannot inflate) from the model, e.g. a call slowed by another
+    process, is left out and the fit repeated, until none is; at most a third of the
+    points. The stated error is the RMS of measured/model − 1 over the points kept. Rows of count 0 (nothing moved) are not points. ValueError when
+    the rows mix collectives, or leave fewer than 3 points, or fewer than 2 sizes.
     """
     used = [r for r in rows if r["bytes"] > 0]
     names = sorted({r["collective"] for r in rows})
@@ -121,12 +135,20 @@ def fit_joint(rows: Sequence[Row], algorithm: str = "ring") -> Fit:
     design = np.array([terms(names[0], r["world_size"], algorithm) for r in used])
     size = np.array([r["bytes"] for r in used], dtype=float)
     time_us = np.array([r["time_us"] for r in used], dtype=float)
-    # t = α·steps + (1/β)·bytes·S; divide every row by t: relative residuals.
-    matrix = np.column_stack([design[:, 0], design[:, 1] * size]) / time_us[:, None]
-    (alpha_us, inv_beta), *_ = np.linalg.lstsq(matrix, np.ones_like(time_us), rcond=None)
-    residual = matrix @ np.array([alpha_us, inv_beta]) - 1
-    dof = max(len(used) - 2, 1)
-    covariance = np.linalg.pinv(matrix.T @ matrix) * (residual @ residual) / dof
+    kept = np.ones(len(used), dtype=bool)
+    while True:
+        solution, covariance = _least_squares(design[kept], size[kept], time_us[kept])
+        model = design[:, 0] * solution[0] + design[:, 1] * size * solution[1]
+        relative = time_us / model - 1                 # measured vs model, every point
+        error = float(np.sqrt(np.mean(relative[kept] ** 2)))
+        spread = 1.4826 * float(np.median(np.abs(relative[kept])))  # robust: not set by outliers
+        far = kept & (np.abs(relative) > outlier * max(spread, 1e-12))
+        room = len(used) // 3 - int((~kept).sum())     # at most a third left out
+        if not far.any() or room <= 0:
+            break
+        worst = np.argsort(-np.abs(np.where(far, relative, 0)))[:min(room, int(far.sum()))]
+        kept[worst] = False
+    alpha_us, inv_beta = solution
     alpha_err, inv_beta_err = np.sqrt(np.clip(np.diag(covariance), 0, None))
     if inv_beta <= 0:
         raise ValueError(f"{names[0]}: the time does not grow with the size here "
@@ -134,39 +156,59 @@ def fit_joint(rows: Sequence[Row], algorithm: str = "ring") -> Fit:
     beta = 1 / inv_beta / 1e3   # bytes per µs → GB/s
     return Fit(names[0], algorithm, tuple(sorted({r["world_size"] for r in used})),
                float(alpha_us), float(beta), float(alpha_err),
-               float(beta * inv_beta_err / inv_beta), float(np.sqrt(np.mean(residual**2))),
-               len(used))
+               float(beta * inv_beta_err / inv_beta), error, int(kept.sum()),
+               int((~kept).sum()))
 
 
-def fit_all(rows: Sequence[Row], algorithm: str = "ring") -> dict[str, Fit]:
-    """fit_joint per collective that has a model for `algorithm` (series order)."""
+class Fits(dict):
+    """Fit per collective; `refused` names each collective that could not be fitted, and why."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: dict[str, str] = {}
+
+
+def fit_all(rows: Sequence[Row], algorithm: str = "ring") -> Fits:
+    """fit_joint per collective that has a model for `algorithm` (series order); a
+    collective whose rows cannot be fitted (e.g. a sweep too small to show a cost per
+    byte) goes to `.refused` with the reason, instead of stopping the others."""
     groups: dict[str, list[Row]] = {}
     for row in rows:
         groups.setdefault(row["collective"], []).append(row)
-    return {c: fit_joint(g, algorithm) for c, g in groups.items()
-            if c in ALGORITHMS[algorithm]}
+    fits = Fits()
+    for collective, group in groups.items():
+        if collective in ALGORITHMS[algorithm]:
+            try:
+                fits[collective] = fit_joint(group, algorithm)
+            except ValueError as error:
+                fits.refused[collective] = str(error)
+    return fits
 
 
 def relative_residuals(fit: Fit, rows: Sequence[Row]) -> list[float]:
-    """(measured − model) / model per row of the fit's collective with bytes > 0."""
+    """measured / model − 1 per row of the fit's collective with bytes > 0."""
     return [r["time_us"] / float(fit.predict_us(r["bytes"], r["world_size"])) - 1
             for r in rows if r["collective"] == fit.collective and r["bytes"] > 0]
 
 
 def within_error(fit: Fit, rows: Sequence[Row], times: float = 2.0) -> tuple[int, int]:
-    """(points within `times` × the stated error of the model, points)."""
-    residuals = relative_residuals(fit, rows)
+    """(points within `times` × the stated error of the model, points the fit kept): the
+    kept points are the `fit.points` closest to the model."""
+    residuals = sorted(relative_residuals(fit, rows), key=abs)[:fit.points]
     return sum(abs(x) <= times * fit.error for x in residuals), len(residuals)
 
 
 def fit_table(fits: Mapping[str, Fit]) -> str:
     """One line per collective: α ± err (µs), β ± err (GB/s), fit error, n* and crossover."""
     lines = [f"{'collective':<15} {'α (µs)':>16} {'β (GB/s)':>18} {'fit err':>8} "
-             f"{'n*=αβ':>10} {'S crossover':>12}"]
+             f"{'n*=αβ':>10} {'S crossover':>12} {'left out':>9}"]
     for fit in fits.values():
         lines.append(f"{fit.collective:<15} {fit.alpha_us:8.1f} ± {fit.alpha_err_us:<5.1f} "
                      f"{fit.beta_gbps:9.3f} ± {fit.beta_err_gbps:<6.3f} {fit.error:8.1%} "
-                     f"{fit.alpha_beta_bytes:9.0f}B {fit.crossover_bytes:11.0f}B")
+                     f"{fit.alpha_beta_bytes:9.0f}B {fit.crossover_bytes:11.0f}B "
+                     f"{fit.outliers:>4} of {fit.points + fit.outliers}")
+    for collective, why in getattr(fits, "refused", {}).items():
+        lines.append(f"{collective:<15} no fit: {why}")
     return "\n".join(lines)
 
 
@@ -237,14 +279,17 @@ def nccl_algo_sweep(gpus: int, max_bytes: str = "64M", iters: int = 20,
 
 def report_fit(rows: Sequence[Row], fits: Mapping[str, Fit], times: float = 2.0,
                share: float = 0.9) -> Any:
-    """✓/✗ per collective: are at least `share` of its points within `times` × the fit's
-    stated error (RMS relative residual) of the fitted model?"""
+    """✓/✗ per collective: are at least `share` of the points the fit kept within `times`
+    × its stated error of the fitted model? The points it left out are counted."""
     from helpers.verdicts import Report
 
     verdicts = Report()
     for collective, fit in fits.items():
-        inside, total = within_error(fit, rows, times)
-        ok = total > 0 and inside >= share * total
-        verdicts.line(f"{collective:<15} {'✓' if ok else '✗'} {inside} of {total} points within "
-                      f"{times:g} × {fit.error:.1%} of the fitted α-β model", ok)
+        inside, kept = within_error(fit, rows, times)
+        ok = kept > 0 and inside >= share * kept
+        verdicts.line(f"{collective:<15} {'✓' if ok else '✗'} {inside} of {kept} points "
+                      f"within {times:g} × {fit.error:.1%} of the fitted α-β model "
+                      f"({fit.outliers} more left out as outliers)", ok)
+    for collective, why in getattr(fits, "refused", {}).items():
+        verdicts.note(f"{collective:<15} – not checked, no fit: {why}")
     return verdicts

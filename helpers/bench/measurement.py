@@ -323,15 +323,7 @@ def _print_fit(rows: list[dict], n: int, file: Any) -> None:
     if n < 2:
         print("# no fit: one rank moves no data", file=file)
         return
-    fits = {}
-    for collective in dict.fromkeys(row["collective"] for row in rows):
-        try:
-            fits[collective] = alpha_beta.fit_joint(
-                [r for r in rows if r["collective"] == collective])
-        except ValueError as error:
-            print(f"# {collective}: no fit: {error}", file=file)
-    if fits:
-        print(alpha_beta.fit_table(fits), file=file, flush=True)
+    print(alpha_beta.fit_table(alpha_beta.fit_all(rows)), file=file, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
