@@ -98,7 +98,8 @@ def terms(collective: str, n: int, algorithm: str = "ring") -> tuple[float, floa
         valid = ", ".join(ALGORITHMS[algorithm])
         raise ValueError(f"no {algorithm} model for {collective!r}; valid: {valid}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError(f"the model needs a world size >= 2 (one rank moves nothing), got {n!r}")
+        raise ValueError(f"the model needs a world size >= 2 (one rank moves nothing), "
+                         f"got {n!r}")
     return ALGORITHMS[algorithm][collective](n)
 
 
@@ -119,7 +120,8 @@ def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0
     A point more than `outlier` × the spread of the residuals (1.4826 × their median
     size, which one slow call cannot inflate) from the model, e.g. a call slowed by another
     process, is left out and the fit repeated, until none is; at most a third of the
-    points. The stated error is the RMS of measured/model − 1 over the points kept. Rows of count 0 (nothing moved) are not points. ValueError when
+    points. The stated error is the RMS of measured/model − 1 over the points kept.
+    Rows of count 0 (nothing moved) are not points. ValueError when
     the rows mix collectives, or leave fewer than 3 points, or fewer than 2 sizes.
     """
     used = [r for r in rows if r["bytes"] > 0]

@@ -200,8 +200,11 @@ def plot_fit(rows: Sequence[Row], fits: Mapping[str, Any], title: str | None = N
     return fig
 
 
+PREDICTED_SIZES = tuple(2.0 ** k for k in range(3, 31))   # 8 B to 1 GiB
+
+
 def plot_ring_vs_tree(fit: Any, world_sizes: Sequence[int] = (8, 64, 512),
-                      sizes: Sequence[float] = tuple(2.0 ** k for k in range(3, 31))) -> Figure:
+                      sizes: Sequence[float] = PREDICTED_SIZES) -> Figure:
     """PREDICTION from one fitted α and β: ring and tree time against size for world
     sizes this machine cannot run, with the size where they cross marked."""
     import matplotlib.pyplot as plt
