@@ -339,3 +339,146 @@ def test_parse_size_suffixes():
     from helpers.bench import measurement as bench
     assert [bench.parse_size(s) for s in ["8", "1K", "1k", "64M", "2G", "4KB"]] == [
         8, 1024, 1024, 64 * 2**20, 2 * 2**30, 4096]
+
+
+# ------------------------------------------------------------------ the α-β model
+
+def _synthetic(collective: str, alpha_us: float, beta_gbps: float, world_sizes=(2, 4),
+               algorithm: str = "ring", noise: float = 0.0, seed: int = 0) -> list[dict]:
+    """Rows timed by the α-β model itself, with relative noise of `noise` (1 sigma)."""
+    import numpy as np
+    from helpers.bench import alpha_beta
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in world_sizes:
+        steps, per_byte = alpha_beta.terms(collective, n, algorithm)
+        for size in bandwidth.sweep_sizes(8, 64 << 20):
+            t_us = alpha_us * steps + per_byte * size / (beta_gbps * 1e3)
+            rows.append({"collective": collective, "world_size": n, "bytes": size,
+                         "time_us": t_us * (1 + noise * rng.standard_normal())})
+    return rows
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("alpha_us, beta_gbps", [(30.0, 2.0), (5.0, 150.0)])
+def test_fit_recovers_alpha_and_beta_exactly_without_noise(collective, alpha_us, beta_gbps):
+    from helpers.bench import alpha_beta
+    fit = alpha_beta.fit_joint(_synthetic(collective, alpha_us, beta_gbps))
+    assert fit.alpha_us == pytest.approx(alpha_us, rel=1e-6)
+    assert fit.beta_gbps == pytest.approx(beta_gbps, rel=1e-6)
+    assert fit.error < 1e-9 and fit.points == 2 * 24 and fit.world_sizes == (2, 4)
+    assert fit.alpha_beta_bytes == pytest.approx(alpha_us * beta_gbps * 1e3)
+
+
+def test_fit_with_noise_is_within_its_standard_error():
+    from helpers.bench import alpha_beta
+    fit = alpha_beta.fit_joint(_synthetic("all_reduce", 40.0, 1.5, noise=0.05, seed=3))
+    assert abs(fit.alpha_us - 40.0) < 4 * fit.alpha_err_us and fit.alpha_err_us < 4.0
+    assert abs(fit.beta_gbps - 1.5) < 4 * fit.beta_err_gbps and fit.beta_err_gbps < 0.15
+    assert 0.03 < fit.error < 0.07                      # the 5 % noise, seen as the fit error
+    inside, total = alpha_beta.within_error(fit, _synthetic("all_reduce", 40.0, 1.5,
+                                                            noise=0.05, seed=3))
+    assert total == fit.points and fit.points + fit.outliers == 48 and fit.outliers <= 4
+    assert inside >= 0.9 * total
+
+
+def test_joint_fit_over_world_sizes_tells_ring_from_tree():
+    from helpers.bench import alpha_beta
+    for truth, other in (("ring", "tree"), ("tree", "ring")):
+        rows = _synthetic("all_reduce", 30.0, 2.0, world_sizes=(2, 4, 8), algorithm=truth,
+                          noise=0.02, seed=1)
+        right, wrong = alpha_beta.fit_joint(rows, truth), alpha_beta.fit_joint(rows, other)
+        assert right.error < 0.03 < wrong.error, (truth, right.error, wrong.error)
+    # At one world size both are the same line: same residuals, other α and β.
+    rows = _synthetic("all_reduce", 30.0, 2.0, world_sizes=(4,))
+    ring, tree = alpha_beta.fit_joint(rows, "ring"), alpha_beta.fit_joint(rows, "tree")
+    assert ring.error < 1e-9 and tree.error < 1e-9
+    assert tree.alpha_us == pytest.approx(30.0 * 6 / 4) and tree.beta_gbps == pytest.approx(
+        2.0 * 2 / 1.5)
+
+
+def test_outliers_are_left_out_and_counted():
+    from helpers.bench import alpha_beta
+    rows = _synthetic("all_gather", 50.0, 3.0, world_sizes=(4,), noise=0.01, seed=2)
+    slowed = [{**r, "time_us": r["time_us"] * (6 if i % 7 == 3 else 1)}  # 3 calls slowed 6×
+              for i, r in enumerate(rows)]
+    fit = alpha_beta.fit_joint(slowed)
+    assert fit.outliers == 3 and fit.points == 21
+    assert fit.alpha_us == pytest.approx(50.0, rel=0.05)
+    assert fit.beta_gbps == pytest.approx(3.0, rel=0.05) and fit.error < 0.02
+    assert alpha_beta.report_fit(slowed, alpha_beta.fit_all(slowed)).all_ok
+
+
+def test_report_fit_marks_a_model_outside_its_stated_error():
+    import dataclasses
+    from helpers.bench import alpha_beta
+    rows = _synthetic("broadcast", 20.0, 1.0, world_sizes=(2,), noise=0.2, seed=4)
+    fit = alpha_beta.fit_joint(rows)
+    assert alpha_beta.report_fit(rows, {"broadcast": fit}).all_ok
+    claimed = dataclasses.replace(fit, error=0.01)   # a model claiming 1 %: most points outside
+    report = alpha_beta.report_fit(rows, {"broadcast": claimed})
+    assert not report.all_ok and "broadcast       ✗" in str(report)
+    # A curve the model cannot follow shows as a large stated error.
+    bent = [{**r, "time_us": 20.0 + (r["bytes"] / 1e3) ** 2} for r in rows]
+    assert alpha_beta.fit_joint(bent).error > 1.0 > 0.3 > fit.error
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([], "no rows"),
+    ([{"collective": "all_reduce", "world_size": 2, "bytes": 8, "time_us": 1.0}] * 5,
+     ">= 2 sizes"),
+    ([{"collective": c, "world_size": 2, "bytes": s, "time_us": 1.0}
+      for c in ("all_reduce", "broadcast") for s in (8, 16)], "one collective at a time"),
+    ([{"collective": "all_reduce", "world_size": 1, "bytes": s, "time_us": 1.0}
+      for s in (8, 16, 32)], "world size >= 2"),
+    ([{"collective": "all_reduce", "world_size": 2, "bytes": s, "time_us": t}
+      for s, t in ((8, 1.0), (16, -1.0), (32, 2.0))], "finite and > 0"),
+    ([{"collective": "all_reduce", "world_size": 2, "bytes": s, "time_us": 10.0 - s / 8}
+      for s in (8, 16, 32)], "does not grow with the size"),
+    ([{"collective": "all_to_all", "world_size": 2, "bytes": s, "time_us": 1.0 + s}
+      for s in (8, 16, 32)], "no tree model for 'all_to_all'"),
+])
+def test_fit_refuses_bad_input_by_name(rows, message):
+    from helpers.bench import alpha_beta
+    algorithm = "tree" if "tree" in message else "ring"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        alpha_beta.fit_joint(rows, algorithm)
+
+
+def test_fit_unknown_algorithm_lists_valid_ones():
+    from helpers.bench import alpha_beta
+    with pytest.raises(ValueError, match="valid: ring, tree"):
+        alpha_beta.terms("all_reduce", 4, "halving")
+
+
+def test_copy_bandwidth_is_positive_and_quick():
+    import time
+    import torch  # noqa: F401  (imported before the clock starts: the copy is timed)
+    from helpers.bench import alpha_beta
+    start = time.perf_counter()
+    assert alpha_beta.copy_bandwidth_gbps("cpu", 64 << 20) > 0.1
+    assert time.perf_counter() - start < 2.0
+    with pytest.raises(ValueError, match="repeats"):
+        alpha_beta.copy_bandwidth_gbps("cpu", 1 << 20, repeats=0)
+
+
+def test_nccl_sweep_refuses_one_gpu():
+    from helpers.bench import alpha_beta
+    with pytest.raises(ValueError, match="2\\+ GPUs, got 1"):
+        alpha_beta.nccl_algo_sweep(1)
+
+
+def test_cli_fit_prints_alpha_and_beta_per_collective():
+    collectives = ["all_reduce", "all_gather", "broadcast"]
+    proc = run_bench("--fit", "--collectives", ",".join(collectives), "--min-bytes", "8",
+                     "--max-bytes", "1M", "--iters", "5", "--warmup", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout.split("# α-β fit, ring terms, world size 2")
+    assert len(out) == 2, proc.stdout[-2000:]
+    lines = {line.split()[0]: line for line in out[1].strip().splitlines()[2:]}
+    assert list(lines) == collectives
+    for line in lines.values():
+        alpha, alpha_err, beta, beta_err, error = re.search(
+            r"([\d.]+) ± ([\d.]+)\s+([\d.]+) ± ([\d.]+)\s+([\d.]+)%", line).groups()
+        assert float(alpha) > 0 and float(beta) > 0 and float(error) >= 0, line

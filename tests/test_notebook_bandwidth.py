@@ -7,12 +7,13 @@ self-checks and show the progress bar's final line once, without '\\r' residue.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
 
 from conftest import NOTEBOOKS
-from helpers.bench import figures
+from helpers.bench import alpha_beta, figures
 from helpers.bench.figures import plot_busbw, plot_latency
 from helpers.bench.sweep import DisplayBar
 from helpers.bench.nccl_tests import plan
@@ -23,10 +24,11 @@ ALL = ("scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
        "reduce_scatter", "all_to_all")
 SPLIT = ("scatter", "gather", "all_gather", "reduce_scatter", "all_to_all")
 N = 2
-MIN_BYTES, MAX_BYTES = 8, 64 * 1024
-# Doubling from 8 B: 8, 16, ..., 64 KiB. Every size is a row, as in nccl-tests; on 2 ranks
-# the split collectives' pieces are trimmed to 16 B multiples: 8 B and 16 B give 0 B.
-SIZES = [MIN_BYTES << k for k in range(14)]
+MIN_BYTES, MAX_BYTES = 8, 1024 * 1024
+# Doubling from 8 B: 8, 16, ..., 1 MiB (large enough for the α-β fit to see a cost per
+# byte). Every size is a row, as in nccl-tests; on 2 ranks the split collectives' pieces
+# are trimmed to 16 B multiples: 8 B and 16 B give 0 B.
+SIZES = [MIN_BYTES << k for k in range(18)]
 # busbw / algbw by hand for 2 ranks: 2(n-1)/n, 1, (n-1)/n.
 FACTOR = {"all_reduce": 1.0, "broadcast": 1.0, "reduce": 1.0, **{c: 0.5 for c in SPLIT}}
 
@@ -41,7 +43,7 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     results = tmp_path / "results"
     monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
     nb = execute(NB, tmp_path, n_ranks=N, min_bytes=MIN_BYTES, max_bytes=MAX_BYTES,
-                 iters=2, warmup=1, hand_bytes=4096)
+                 iters=10, warmup=2, hand_bytes=4096)
 
     rows = json.loads((results / "11_bandwidth.json").read_text())
     assert {r["collective"] for r in rows} == set(ALL)
@@ -65,8 +67,9 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     for r in rows:  # every saved row is a line of a printed table
         assert re.search(rf"^\s*{r['bytes']}\s+{r['count']}\s+float\s", text, flags=re.M), r
     assert text.count("# Avg bus bandwidth") == len(ALL)
-    assert png_count(nb) >= 2
-    assert "✓" in text and "✗" not in text
+    assert png_count(nb) >= 4  # busbw, latency, the α-β fit, the ring-vs-tree prediction
+    before_fit = text.split("α-β fit, ring terms")[0]   # the self-checks before the α-β fit
+    assert "✓" in before_fit and "✗" not in before_fit
     for rank in range(N):
         assert f"rank {rank} ✓" in text
     assert "All three right!" in text
@@ -81,6 +84,69 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     assert len(bars) == 1 and bars[0]["output_type"] == "display_data"
     assert not any("\r" in (o.get("text", "") + o.get("data", {}).get("text/plain", ""))
                    for o in _outputs(nb)), "carriage-return residue in an output"
+    # Whether each fit is within its stated error is reported, not asserted: see the test
+    # at 4 ranks. The fit's own property is asserted on synthetic timings (test_bench.py).
+    check_alpha_beta_section(text, rows, N, all_within=False)
+
+
+def check_alpha_beta_section(text: str, rows: list[dict], n: int,
+                             all_within: bool = True) -> None:
+    """The α-β cells: the numpy fit, the table, the self-check, the copy bandwidth, the
+    prediction and the NCCL cell's skip, all consistent with the saved rows. With
+    `all_within`, every fitted model must be within its stated error of its points;
+    without, every ✓/✗ of the self-check must say what the rows say."""
+    fits = alpha_beta.fit_all(rows)
+    assert set(fits) | set(fits.refused) == set(ALL) and "all_reduce" in fits
+    for collective, why in fits.refused.items():
+        assert f"{collective:<15} no fit: {why}" in text
+    # The numpy cell and fit_all agree, and both are printed from these rows.
+    shown = re.search(rf"all_reduce on {n} ranks: α = ([\d.]+) µs per step, β = ([\d.]+) GB/s, "
+                      r"fit error ([\d.]+)%", text)
+    assert shown, "the numpy fit's line"
+    plain = alpha_beta.fit_joint([r for r in rows if r["collective"] == "all_reduce"],
+                                 outlier=math.inf)   # the numpy cell keeps every point
+    assert float(shown[1]) == pytest.approx(plain.alpha_us, abs=0.051)
+    assert float(shown[2]) == pytest.approx(plain.beta_gbps, abs=5e-4)
+    assert float(shown[3]) == pytest.approx(plain.error * 100, abs=0.051)
+    assert f"α-β fit, ring terms, {n} ranks, backend gloo" in text
+    for collective, fit in fits.items():
+        line = re.search(rf"^{collective}\s+([\d.]+) ± [\d.]+\s+([\d.]+) ± [\d.]+\s+([\d.]+)%",
+                         text, flags=re.M)
+        assert line, collective
+        assert float(line[1]) == pytest.approx(fit.alpha_us, abs=0.051)
+        assert float(line[2]) == pytest.approx(fit.beta_gbps, abs=5e-4)
+        # the model is within its stated error of the measured points (as the ✓ says)
+        inside, kept = alpha_beta.within_error(fit, rows)
+        within = inside >= 0.9 * kept
+        assert kept == fit.points >= 10 and (within or not all_within), (collective, fit)
+        mark = "✓" if within else "✗"
+        assert re.search(rf"{collective}\s+{mark} {inside} of {kept} points within", text)
+    copy = re.search(r"memory copy on rank 0: ([\d.]+) GB/s", text)
+    assert copy and float(copy[1]) > 0.1
+    best = max(rows, key=lambda r: r["busbw"])
+    fraction = re.search(r"highest busbw: .*= ([\d.]+)% of the copy bandwidth", text)
+    assert fraction and float(fraction[1]) == pytest.approx(
+        100 * best["busbw"] / float(copy[1]), rel=0.01, abs=0.06)
+    assert "NCCL_ALGO/NCCL_PROTO sweep skipped: backend gloo" in text
+
+
+@pytest.mark.notebook
+def test_bandwidth_notebook_fits_alpha_beta_at_4_ranks(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
+    nb = execute(NB, tmp_path, n_ranks=4, min_bytes=MIN_BYTES, max_bytes=MAX_BYTES,
+                 iters=10, warmup=2, hand_bytes=4096)
+    rows = json.loads((results / "11_bandwidth.json").read_text())
+    assert {r["world_size"] for r in rows} == {4}
+    text = notebook_text(nb)
+    for rank in range(4):
+        assert f"rank {rank} ✓" in text
+    assert "α-β fit, ring terms, 4 ranks" in text
+    assert "✗" not in text.split("α-β fit, ring terms")[0]   # the self-checks before the fit
+    # Not every fit is asserted within its error: 4 ranks on this 2-core machine, shared
+    # with other jobs, timed one 4-rank sweep's all_reduce at 2.2 ms for 8 B and 8.0 ms for
+    # 64 B (fit errors of 20-180 %); what must hold is that the self-check tells the truth.
+    check_alpha_beta_section(text, rows, 4, all_within=False)
 
 
 # ------------------------------------------------------------------ helpers, no engines

@@ -4,5 +4,6 @@
   helpers.collectives);
 - `measurement`: one timed collective on every rank, and the `torchrun -m helpers.bench`
   command;
-- `sweep`: a sweep driven from the notebook; `figures`: its plots, tables and self-checks.
+- `sweep`: a sweep driven from the notebook; `figures`: its plots, tables and self-checks;
+- `alpha_beta`: the α-β model fitted to a sweep (notebook 11 and `--fit`).
 """

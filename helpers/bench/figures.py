@@ -172,3 +172,58 @@ def grade_busbw_prediction(prediction: Mapping[str, Any] | None, row: Row) -> Re
         verdicts.line(f"{key:<14} {'✓' if ok else '✗'} you said {guess}, the measured "
                       f"{row['collective']} row says {actual:g}", ok)
     return verdicts.note("All three right!" if verdicts.all_ok else "Not yet: see the hints above.")
+
+
+def plot_fit(rows: Sequence[Row], fits: Mapping[str, Any], title: str | None = None) -> Figure:
+    """Measured time per call (points) and each collective's fitted α-β model (line)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    shown = [r for r in rows if r["bytes"] > 0 and r["collective"] in fits]
+    if not shown:
+        raise ValueError("no fitted collective with bytes > 0 to plot")
+    fig, ax = plt.subplots(figsize=(10, 5.6), dpi=100)
+    for collective, group in by_collective(shown).items():
+        color, fit = COLORS.get(collective, "black"), fits[collective]
+        sizes = [r["bytes"] for r in group]
+        ax.plot(sizes, [r["time_us"] for r in group], color=color, linestyle="none",
+                marker=MARKERS.get(collective, "o"), markersize=4, label=collective)
+        grid = np.geomspace(min(sizes), max(sizes), 100)
+        ax.plot(grid, fit.predict_us(grid), color=color, linewidth=1.2, alpha=0.8)
+        ax.axvline(fit.crossover_bytes, color=color, linestyle=":", linewidth=0.9)
+    _setup(ax, "time per call (µs): points measured, lines α-β fit")
+    _size_ticks(ax, [r["bytes"] for r in shown])
+    ax.set_title(title or _title(shown, "α-β fit (dotted: latency = bandwidth term)"))
+    ax.legend(loc="upper left", ncol=2, fontsize=9, framealpha=0.9)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+PREDICTED_SIZES = tuple(2.0 ** k for k in range(3, 31))   # 8 B to 1 GiB
+
+
+def plot_ring_vs_tree(fit: Any, world_sizes: Sequence[int] = (8, 64, 512),
+                      sizes: Sequence[float] = PREDICTED_SIZES) -> Figure:
+    """PREDICTION from one fitted α and β: ring and tree time against size for world
+    sizes this machine cannot run, with the size where they cross marked."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(10, 5.2), dpi=100)
+    grid = np.asarray(sizes, dtype=float)
+    for n, color in zip(world_sizes, ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")):
+        ring, tree = fit.predict_us(grid, n, "ring"), fit.predict_us(grid, n, "tree")
+        ax.plot(grid, ring, color=color, label=f"n={n} ring (predicted)")
+        ax.plot(grid, tree, color=color, linestyle="--", label=f"n={n} tree (predicted)")
+        faster = np.nonzero(ring <= tree)[0]
+        if len(faster) and faster[0] > 0:
+            ax.axvline(grid[faster[0]], color=color, linestyle=":", linewidth=0.9)
+    _setup(ax, "predicted time per call (µs)")
+    _size_ticks(ax, [int(s) for s in grid])
+    ax.set_title(f"PREDICTION, not measured: {fit.collective}, α = {fit.alpha_us:.3g} µs, "
+                 f"β = {fit.beta_gbps:.3g} GB/s (dotted: ring becomes faster)")
+    ax.legend(loc="upper left", ncol=2, fontsize=9, framealpha=0.9)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

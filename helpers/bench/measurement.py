@@ -264,6 +264,9 @@ def parser() -> argparse.ArgumentParser:
                    help="auto: nccl when there is a GPU for every local rank, else gloo")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list, one object per measurement, instead of tables")
+    p.add_argument("--fit", action="store_true",
+                   help="then fit the α-β model per collective (helpers.bench.alpha_beta) "
+                        "and print α (µs), β (GB/s) and the fit error")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds for init_process_group and every collective (default 300)")
     return p
@@ -311,6 +314,18 @@ def _progress_bar(total: int) -> Any:
                 leave=False)
 
 
+def _print_fit(rows: list[dict], n: int, file: Any) -> None:
+    """The α-β fit of every collective (ring terms), or why one cannot be fitted."""
+    from helpers.bench import alpha_beta
+
+    print(f"\n# α-β fit, ring terms, world size {n}: t = α·steps + bytes·S/β "
+          f"(fit err: RMS relative residual)", file=file)
+    if n < 2:
+        print("# no fit: one rank moves no data", file=file)
+        return
+    print(alpha_beta.fit_table(alpha_beta.fit_all(rows)), file=file, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The torchrun entry point; rank 0 prints the tables (or JSON), the others nothing."""
     p = parser()
@@ -347,6 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bar.close()
         if rank == 0 and args.json:
             print(json.dumps([{k: row[k] for k in JSON_KEYS} for row in everything], indent=1))
+        if rank == 0 and args.fit:
+            _print_fit(everything, n, file=sys.stderr if args.json else sys.stdout)
     finally:
         dist.destroy_process_group()
     return 0

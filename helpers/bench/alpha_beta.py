@@ -1,0 +1,297 @@
+"""The α-β (latency-bandwidth) model of a collective, fitted to a sweep (notebook 11, and
+`torchrun -m helpers.bench --fit`).
+
+A collective run by algorithm A on n ranks, moving S bytes (nccl-tests' size column),
+is modelled as
+
+    t(S) = α · steps_A(n) + bytes_A(n) · S / β
+
+α: the fixed cost of one step (µs); β: the bandwidth of one rank's link (GB/s);
+steps_A(n): the steps one after the other; bytes_A(n) · S: what one rank's link carries.
+At one world size steps and bytes are constants: the sweep fixes a line t = a + c · S
+(intercept a, slope c), and the algorithm's terms turn it into α = a / steps and
+β = bytes / c. Whether the terms are the right ones shows only across world sizes:
+`fit_joint` fits one α and one β to sweeps at several n.
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+Row = Mapping[str, Any]
+Terms = Callable[[int], tuple[float, float]]   # n → (steps, bytes per rank / S)
+
+
+def _log2(n: int) -> int:
+    return math.ceil(math.log2(n)) if n > 1 else 0
+
+
+# Per algorithm and collective: n → (latency steps, bytes on one rank's link / S).
+# "ring": the ring / chain / direct-to-peers algorithm whose bytes are nccl-tests' busbw
+# factor; "tree": a pipelined binary tree (log2 n steps deep, every byte up and/or down
+# the tree once). Textbook models, not a reading of any library's code.
+ALGORITHMS: dict[str, dict[str, Terms]] = {
+    "ring": {
+        "all_reduce": lambda n: (2 * (n - 1), 2 * (n - 1) / n),
+        "broadcast": lambda n: (n - 1, 1.0),
+        "reduce": lambda n: (n - 1, 1.0),
+        **{c: (lambda n: (n - 1, (n - 1) / n))
+           for c in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter")},
+    },
+    "tree": {
+        "all_reduce": lambda n: (2 * _log2(n), 2.0),
+        "broadcast": lambda n: (_log2(n), 1.0),
+        "reduce": lambda n: (_log2(n), 1.0),
+        **{c: (lambda n: (_log2(n), (n - 1) / n))
+           for c in ("all_gather", "reduce_scatter", "gather", "scatter")},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Fit:
+    """α (µs) and β (GB/s) of one collective, and how well the model fits the points."""
+    collective: str
+    algorithm: str
+    world_sizes: tuple[int, ...]
+    alpha_us: float
+    beta_gbps: float
+    alpha_err_us: float        # one standard error, from the least-squares covariance
+    beta_err_gbps: float
+    error: float               # RMS of measured/model − 1 over the points kept
+    points: int                # points the fit kept
+    outliers: int = 0          # points left out, more than `outlier` × error away
+
+    @property
+    def crossover_bytes(self) -> float:
+        """S where the latency and bandwidth terms are equal, at the first world size."""
+        steps, per_byte = terms(self.collective, self.world_sizes[0], self.algorithm)
+        return self.alpha_us * 1e-6 * self.beta_gbps * 1e9 * steps / per_byte
+
+    @property
+    def alpha_beta_bytes(self) -> float:
+        """n* = α · β in bytes: a message of n* bytes costs α to start and α to send."""
+        return self.alpha_us * 1e-6 * self.beta_gbps * 1e9
+
+    def predict_us(self, size_bytes: Any, n: int | None = None,
+                   algorithm: str | None = None) -> Any:
+        """Modelled time (µs) at size(s) S on n ranks with `algorithm` (default: the fit's)."""
+        steps, per_byte = terms(self.collective, n or self.world_sizes[0],
+                                algorithm or self.algorithm)
+        size = np.asarray(size_bytes, dtype=float)
+        return self.alpha_us * steps + per_byte * size / (self.beta_gbps * 1e3)
+
+
+def terms(collective: str, n: int, algorithm: str = "ring") -> tuple[float, float]:
+    """(steps, bytes per rank / S) of `collective` on n ranks; ValueError naming bad input."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
+    if collective not in ALGORITHMS[algorithm]:
+        valid = ", ".join(ALGORITHMS[algorithm])
+        raise ValueError(f"no {algorithm} model for {collective!r}; valid: {valid}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"the model needs a world size >= 2 (one rank moves nothing), "
+                         f"got {n!r}")
+    return ALGORITHMS[algorithm][collective](n)
+
+
+def _least_squares(design: np.ndarray, size: np.ndarray,
+                   time_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(α µs, 1/β µs per byte) and their covariance; every row divided by its time."""
+    matrix = np.column_stack([design[:, 0], design[:, 1] * size]) / time_us[:, None]
+    solution, *_ = np.linalg.lstsq(matrix, np.ones_like(time_us), rcond=None)
+    residual = matrix @ solution - 1
+    dof = max(len(time_us) - 2, 1)
+    return solution, np.linalg.pinv(matrix.T @ matrix) * (residual @ residual) / dof
+
+
+def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0) -> Fit:
+    """One α and one β for the rows of ONE collective (any world sizes, ≥ 2), by least
+    squares on the relative error: every point weighs the same, 8 B or 64 MiB.
+
+    A point more than `outlier` × the spread of the residuals (1.4826 × their median
+    size, which one slow call cannot inflate) from the model, e.g. a call slowed by another
+    process, is left out and the fit repeated, until none is; at most a third of the
+    points. The stated error is the RMS of measured/model − 1 over the points kept.
+    Rows of count 0 (nothing moved) are not points. ValueError when
+    the rows mix collectives, or leave fewer than 3 points, or fewer than 2 sizes.
+    """
+    used = [r for r in rows if r["bytes"] > 0]
+    names = sorted({r["collective"] for r in rows})
+    if len(names) != 1:
+        raise ValueError(f"fit one collective at a time, got {names or 'no rows'}")
+    if len(used) < 3 or len({r["bytes"] for r in used}) < 2:
+        raise ValueError(f"{names[0]}: need >= 3 points of >= 2 sizes with bytes > 0 to fit "
+                         f"α and β, got {len(used)}")
+    bad = [r["time_us"] for r in used if not (r["time_us"] > 0 and math.isfinite(r["time_us"]))]
+    if bad:
+        raise ValueError(f"{names[0]}: times must be finite and > 0, got {bad[:3]}")
+    design = np.array([terms(names[0], r["world_size"], algorithm) for r in used])
+    size = np.array([r["bytes"] for r in used], dtype=float)
+    time_us = np.array([r["time_us"] for r in used], dtype=float)
+    kept = np.ones(len(used), dtype=bool)
+    while True:
+        solution, covariance = _least_squares(design[kept], size[kept], time_us[kept])
+        model = design[:, 0] * solution[0] + design[:, 1] * size * solution[1]
+        relative = time_us / model - 1                 # measured vs model, every point
+        error = float(np.sqrt(np.mean(relative[kept] ** 2)))
+        spread = 1.4826 * float(np.median(np.abs(relative[kept])))  # robust: not set by outliers
+        far = kept & (np.abs(relative) > outlier * max(spread, 1e-12))
+        room = len(used) // 3 - int((~kept).sum())     # at most a third left out
+        if not far.any() or room <= 0:
+            break
+        worst = np.argsort(-np.abs(np.where(far, relative, 0)))[:min(room, int(far.sum()))]
+        kept[worst] = False
+    alpha_us, inv_beta = solution
+    alpha_err, inv_beta_err = np.sqrt(np.clip(np.diag(covariance), 0, None))
+    if inv_beta <= 0:
+        raise ValueError(f"{names[0]}: the time does not grow with the size here "
+                         f"(slope {inv_beta:.3g} µs/B): no bandwidth to fit; sweep larger sizes")
+    beta = 1 / inv_beta / 1e3   # bytes per µs → GB/s
+    return Fit(names[0], algorithm, tuple(sorted({r["world_size"] for r in used})),
+               float(alpha_us), float(beta), float(alpha_err),
+               float(beta * inv_beta_err / inv_beta), error, int(kept.sum()),
+               int((~kept).sum()))
+
+
+class Fits(dict):
+    """Fit per collective; `refused` names each collective that could not be fitted, and why."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: dict[str, str] = {}
+
+
+def fit_all(rows: Sequence[Row], algorithm: str = "ring") -> Fits:
+    """fit_joint per collective that has a model for `algorithm` (series order); a
+    collective whose rows cannot be fitted (e.g. a sweep too small to show a cost per
+    byte) goes to `.refused` with the reason, instead of stopping the others."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(row["collective"], []).append(row)
+    fits = Fits()
+    for collective, group in groups.items():
+        if collective in ALGORITHMS[algorithm]:
+            try:
+                fits[collective] = fit_joint(group, algorithm)
+            except ValueError as error:
+                fits.refused[collective] = str(error)
+    return fits
+
+
+def relative_residuals(fit: Fit, rows: Sequence[Row]) -> list[float]:
+    """measured / model − 1 per row of the fit's collective with bytes > 0."""
+    return [r["time_us"] / float(fit.predict_us(r["bytes"], r["world_size"])) - 1
+            for r in rows if r["collective"] == fit.collective and r["bytes"] > 0]
+
+
+def within_error(fit: Fit, rows: Sequence[Row], times: float = 2.0) -> tuple[int, int]:
+    """(points within `times` × the stated error of the model, points the fit kept): the
+    kept points are the `fit.points` closest to the model."""
+    residuals = sorted(relative_residuals(fit, rows), key=abs)[:fit.points]
+    return sum(abs(x) <= times * fit.error for x in residuals), len(residuals)
+
+
+def fit_table(fits: Mapping[str, Fit]) -> str:
+    """One line per collective: α ± err (µs), β ± err (GB/s), fit error, n* and crossover."""
+    lines = [f"{'collective':<15} {'α (µs)':>16} {'β (GB/s)':>18} {'fit err':>8} "
+             f"{'n*=αβ':>10} {'S crossover':>12} {'left out':>9}"]
+    for fit in fits.values():
+        lines.append(f"{fit.collective:<15} {fit.alpha_us:8.1f} ± {fit.alpha_err_us:<5.1f} "
+                     f"{fit.beta_gbps:9.3f} ± {fit.beta_err_gbps:<6.3f} {fit.error:8.1%} "
+                     f"{fit.alpha_beta_bytes:9.0f}B {fit.crossover_bytes:11.0f}B "
+                     f"{fit.outliers:>4} of {fit.points + fit.outliers}")
+    for collective, why in getattr(fits, "refused", {}).items():
+        lines.append(f"{collective:<15} no fit: {why}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the physical limits
+
+def copy_bandwidth_gbps(device: Any = "cpu", size_bytes: int = 64 << 20,
+                        repeats: int = 5) -> float:
+    """Best of `repeats` timed `dst.copy_(src)` of `size_bytes` on `device`: S / t in GB/s
+    (bytes copied; memory traffic is twice that: one read and one write)."""
+    import torch
+
+    if size_bytes < 4 or repeats < 1:
+        raise ValueError(f"need size_bytes >= 4 and repeats >= 1, got {size_bytes}, {repeats}")
+    device = torch.device(device)
+    src = torch.ones(size_bytes // 4, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)                                  # first touch: page faults, not copying
+    best = math.inf
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        dst.copy_(src)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return src.numel() * 4 / best / 1e9
+
+
+def nvidia_smi_links(timeout_s: float = 20.0) -> str | None:
+    """`nvidia-smi nvlink --status` and `nvidia-smi topo -m` output, or None without
+    nvidia-smi (no NVIDIA driver: nothing to report)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    out = []
+    for args in (["nvlink", "--status"], ["topo", "-m"]):
+        proc = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True,
+                              timeout=timeout_s)
+        out.append(f"$ nvidia-smi {' '.join(args)}\n{proc.stdout or proc.stderr}")
+    return "\n".join(out)
+
+
+NCCL_SETTINGS = [{"NCCL_ALGO": algo, "NCCL_PROTO": proto}
+                 for algo in ("Ring", "Tree") for proto in ("LL", "LL128", "Simple")]
+
+
+def nccl_algo_sweep(gpus: int, max_bytes: str = "64M", iters: int = 20,
+                    timeout_s: float = 300.0) -> dict[str, list[dict]]:
+    """all_reduce under torchrun on `gpus` GPUs, once per NCCL_ALGO × NCCL_PROTO setting
+    (NCCL reads them when a communicator is made, hence one job each). Returns the JSON
+    rows per setting ('Ring/LL', ...); a setting NCCL refuses maps to []."""
+    if gpus < 2:
+        raise ValueError(f"the NCCL_ALGO/NCCL_PROTO sweep needs 2+ GPUs, got {gpus}")
+    import json
+
+    results = {}
+    for setting in NCCL_SETTINGS:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc_per_node", str(gpus), "-m", "helpers.bench", "--backend", "nccl",
+               "--collectives", "all_reduce", "--max-bytes", max_bytes, "--iters", str(iters),
+               "--json"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              env={**os.environ, **setting})
+        key = f"{setting['NCCL_ALGO']}/{setting['NCCL_PROTO']}"
+        results[key] = json.loads(proc.stdout) if proc.returncode == 0 else []
+    return results
+
+
+def report_fit(rows: Sequence[Row], fits: Mapping[str, Fit], times: float = 2.0,
+               share: float = 0.9) -> Any:
+    """✓/✗ per collective: are at least `share` of the points the fit kept within `times`
+    × its stated error of the fitted model? The points it left out are counted."""
+    from helpers.verdicts import Report
+
+    verdicts = Report()
+    for collective, fit in fits.items():
+        inside, kept = within_error(fit, rows, times)
+        ok = kept > 0 and inside >= share * kept
+        verdicts.line(f"{collective:<15} {'✓' if ok else '✗'} {inside} of {kept} points "
+                      f"within {times:g} × {fit.error:.1%} of the fitted α-β model "
+                      f"({fit.outliers} more left out as outliers)", ok)
+    for collective, why in getattr(fits, "refused", {}).items():
+        verdicts.note(f"{collective:<15} – not checked, no fit: {why}")
+    return verdicts
