@@ -71,6 +71,7 @@ def plot_losses(rank_losses: Sequence[Sequence[float]], reference: Sequence[floa
     ax.set_title(title or "loss per rank and the single-process reference")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
 
 
@@ -90,6 +91,7 @@ def plot_grads(before: Sequence[np.ndarray], after: Sequence[np.ndarray],
         ax.legend(fontsize=8)
     fig.suptitle(title or "gradients of step 1, per rank")
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
 
 
@@ -111,6 +113,7 @@ def plot_buckets(results: Sequence[Sequence[dict]], title: str = ""):
         ax.legend(fontsize=8)
     fig.suptitle(title or "bucketing: fewer, larger all_reduce calls")
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
 
 
@@ -149,4 +152,5 @@ def plot_timeline(timelines: Sequence[dict], title: str = ""):
     ax.set_title(title or "one training step, measured on every rank")
     ax.legend(fontsize=8, loc="upper right", ncol=5)
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

@@ -95,6 +95,7 @@ def plot_mesh(shape: tuple[int, int], coordinates: Sequence[Sequence[int]],
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
 
 
@@ -124,4 +125,5 @@ def plot_phases(states: Sequence[dict[str, Sequence[float]]], shape: tuple[int, 
         ax.set_xlabel("element")
     fig.suptitle(title or "hierarchical all_reduce: what every rank holds after each phase")
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

@@ -139,6 +139,7 @@ def plot_timelines(timelines: dict[str, Sequence[Sequence]], title: str):
     fig.legend(handles=handles, loc="upper right", ncol=len(handles), fontsize=8)
     fig.suptitle(title, x=0.01, ha="left")
     fig.tight_layout(rect=(0, 0, 1, 0.95))
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
 
 
@@ -163,4 +164,5 @@ def plot_bubbles(table: Sequence[dict], n_stages: int, title: str):
     ax.legend()
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

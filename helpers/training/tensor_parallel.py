@@ -178,4 +178,5 @@ def plot_shards(states: Sequence[dict], title: str):
                 ax.set_ylabel(label, fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

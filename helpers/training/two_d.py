@@ -139,6 +139,7 @@ def plot_mesh(dp: int, tp: int, title: str):
     ax.axis("off")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
 
 
@@ -167,4 +168,5 @@ def plot_params(states: list[dict], reference: dict, k: int, title: str):
     axes[0][-1].legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

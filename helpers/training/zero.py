@@ -128,6 +128,7 @@ def plot_memory(measured: Sequence[dict[str, dict[str, float]]],
     ax.set_title(title or "memory per rank: one bar per rank, then the formula")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
 
 
@@ -150,6 +151,7 @@ def plot_comm(sent: Sequence[dict[str, float]], formula: dict[str, float], title
     ax.set_title(title or "communication per step")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
 
 
@@ -174,4 +176,5 @@ def plot_shards(hand: Sequence[dict], fsdp: Sequence[dict], title: str = ""):
                 ax.legend(fontsize=7)
     fig.suptitle(title or "each rank's shard of each parameter: by hand vs FSDP2")
     fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
