@@ -97,6 +97,8 @@ def tensor_arguments(collective: str, rank: int, world_size: int,
     zero buffer of k pieces; `concat(pieces)`: pieces end to end. Roots come from
     `params` (default 0); an argument a rank does not pass is None.
     """
+    if collective not in ROLES:
+        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
     if collective == "send_recv":
         src, dst = send_recv_ranks(world_size, params)
         return {"tensor": piece(0) if rank == src else zeros(1) if rank == dst else None}

@@ -25,14 +25,11 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from helpers import checks, models
-from helpers.collectives import REDUCING
+from helpers.collectives import REDUCING, ROOT, send_recv_ranks
 from helpers.verdicts import Report
 from helpers.display import RankTable
 from helpers.results import record_from_states, save_results
 
-# Roots, as the notebook's calls use them: rank 0 (send/recv: rank 0 sends to rank 1).
-ROOTS = {"broadcast": {"src": 0}, "scatter": {"src": 0}, "gather": {"dst": 0},
-         "reduce": {"dst": 0}, "send_recv": {"src": 0, "dst": 1}}
 ACCEPTED = ("ok", "wrong", "unchecked")
 MARKS = {"ok": "✓", "wrong": "WRONG", "unchecked": "?", "refused": "no", "split": "split"}
 
@@ -44,8 +41,13 @@ def first_line(error: str, limit: int = 90) -> str:
 
 
 def case_params(collective: str, op: str | None) -> dict:
-    """The params of a record: roots as the probe uses them, and the op."""
-    params = dict(ROOTS.get(collective, {}))
+    """The params of a record: roots as the probe uses them, and the op.
+
+    The probe takes the registry's defaults: roots are rank 0, send/recv goes 0 → 1.
+    """
+    params = {ROOT[collective]: 0} if collective in ROOT else {}
+    if collective == "send_recv":
+        params["src"], params["dst"] = send_recv_ranks(world_size=2)
     if op is not None:
         params["op"] = op
     return params
