@@ -56,9 +56,8 @@ def notebook_bench(cluster: Any, size_bytes: int, iters: int, warmup: int) -> di
     """helpers.bench.measurement.measure applied on every engine, as notebook 11 does."""
     from helpers.bench.measurement import measure
 
-    view = cluster.client[cluster.engine_ids]
-    return view.apply_async(measure, "all_reduce", size_bytes, "float32", "sum",
-                            iters, warmup).get(timeout=600)[0]
+    return cluster.apply(measure, "all_reduce", size_bytes, "float32", "sum", iters, warmup,
+                         timeout_s=600)[0]
 
 
 def torchrun_start(n: int) -> float:
@@ -89,8 +88,7 @@ def child(kind: str, n: int) -> None:
 
     cluster = start_cluster(n, "gloo", quiet=True, warm=kind == "warm")
     t_started = time.perf_counter()
-    cluster.client[cluster.engine_ids].execute(
-        "t = torch.ones(1, device=device); dist.all_reduce(t)", block=True)
+    cluster.run("t = torch.ones(1, device=device); dist.all_reduce(t)")
     t_first = time.perf_counter()
     reused = cluster.reused
     cluster.stop()
@@ -194,7 +192,7 @@ def main() -> int:
     os.environ["IPYTHONDIR"] = ipython_dir  # our clusters only: never a user's warm one
     os.environ.pop("TUTORIAL_WARM_START", None)
     from helpers.runtime.cluster import start_cluster
-    from helpers.results import build_dir
+    from helpers.paths import build_dir
     from helpers.runtime.warm import stop_warm_clusters
 
     n = args.ranks

@@ -13,7 +13,8 @@ import numpy as np
 from helpers.formatting import one_line
 from helpers.verdicts import Report
 from helpers.collectives import OUTPUT, ROOT
-from helpers.models import TOLERANCES, UNSPECIFIED, _is_float, _parse, _value, expected_after
+from helpers.arrays import TOLERANCES, is_float, parse_record, record_value
+from helpers.models import UNSPECIFIED, expected_after
 
 
 def _matches(expected: Any, actual: Any, dtype: str) -> bool:
@@ -30,7 +31,7 @@ def _matches(expected: Any, actual: Any, dtype: str) -> bool:
         actual = np.asarray(actual)
         if actual.shape != expected.shape or actual.dtype == object:
             return False
-        if not _is_float(dtype):
+        if not is_float(dtype):
             return bool(np.array_equal(actual, expected))
         rtol, atol = TOLERANCES[dtype]
         return bool(np.allclose(actual.astype(np.float64), expected.astype(np.float64),
@@ -46,7 +47,7 @@ def _afters(record: dict) -> list[dict]:
 
 def _per_arg(record: dict) -> tuple[list[dict], list[dict[str, bool]]]:
     """The model's afters, and per rank: argument name -> does "after" match it."""
-    dtype, exps = _parse(record)[2], expected_after(record)
+    dtype, exps = parse_record(record)[2], expected_after(record)
     return exps, [{n: _matches(e, after.get(n), dtype) for n, e in exp.items()}
                   for exp, after in zip(exps, _afters(record))]
 
@@ -58,7 +59,7 @@ def check(record: dict) -> list[bool]:
 
 def report(record: dict) -> Report:
     """One ✓/✗ line per rank (its output, and any argument that is off); verdicts = check()."""
-    collective, _, dtype, params, _ = _parse(record)
+    collective, _, dtype, params, _ = parse_record(record)
     exps, oks = _per_arg(record)
     verdicts = Report()
     for r, (exp, after, ok) in enumerate(zip(exps, _afters(record), oks)):
@@ -67,7 +68,7 @@ def report(record: dict) -> Report:
             if name != OUTPUT[collective] and ok[name]:
                 continue
             try:
-                shown = one_line(_value(name, after.get(name), dtype))
+                shown = one_line(record_value(name, after.get(name), dtype))
             except (TypeError, ValueError):
                 shown = one_line(after.get(name))
             if e is UNSPECIFIED:

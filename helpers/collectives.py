@@ -1,18 +1,17 @@
 """The registry of collectives: every other module reads what it knows about one from here.
 
-Per collective: its tensor arguments in torch's order (and which one it writes), the
-parameter naming its root, whether it reduces, the argument pair our drawings show, the
-upstream diagram (URL and credit) and, for the eight nccl-tests measures, its busbw factor.
-Used by notebooks 01-12 through helpers.models, checks, plots, panels, drawings,
-diagrams, support and helpers.bench.
+Per collective: its tensor arguments in torch's order and the role each plays on a
+rank (tensor_arguments builds them), the one it writes, the parameter naming its root,
+whether it reduces, the argument pair our drawings show, the upstream diagram (URL and
+credit) and, for the eight nccl-tests measures, its busbw factor.
+Used by notebook 12 (tensor_arguments, call_keywords) and by notebooks 01-12 through
+helpers.models, checks, plots, panels, drawings, diagrams, examples, support and
+helpers.bench.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from typing import Any, Callable, Mapping, TypeVar
 
 COLLECTIVES = (
     "scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
@@ -26,13 +25,14 @@ REDUCE_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR")
 
 # Tensor arguments of each collective, in torch's order, with the role each plays on a
 # rank: "input" one piece, "inputs" one piece per rank, "input_flat" those pieces end to
-# end; "output"/"outputs"/"output_flat" the same shapes, to be written. A role ending in
-# "@root" is passed by the root only (None elsewhere). send_recv: the src's "tensor" is
-# sent, the dst's is the receive buffer, every other rank passes nothing.
+# end; "output"/"outputs"/"output_flat" the same shapes, to be written. "X@root" is
+# passed by the root only (None elsewhere); "X@root:Y" is X on the root, Y elsewhere.
+# send_recv: the src's "tensor" is sent, the dst's is the receive buffer, every other
+# rank passes nothing. tensor_arguments (below) builds a rank's arguments from these.
 ROLES: dict[str, dict[str, str]] = {
     "scatter": {"tensor": "output", "scatter_list": "inputs@root"},
     "gather": {"tensor": "input", "gather_list": "outputs@root"},
-    "broadcast": {"tensor": "input"},
+    "broadcast": {"tensor": "input@root:output"},
     "reduce": {"tensor": "input"},
     "all_reduce": {"tensor": "input"},
     "all_gather": {"tensor_list": "outputs", "tensor": "input"},
@@ -64,6 +64,69 @@ IO_ARGS = {
     "all_to_all": ("input_tensor_list", "output_tensor_list"),
     "send_recv": ("tensor", "tensor"),
 }
+
+
+# --------------------------------------------------------------------------- call arguments
+Tensor = TypeVar("Tensor")
+
+
+def root_of(collective: str, params: Mapping[str, Any] | None = None) -> int | None:
+    """The rank named by the collective's root parameter (default 0); None if it has none."""
+    return (params or {}).get(ROOT[collective], 0) if collective in ROOT else None
+
+
+def send_recv_ranks(world_size: int, params: Mapping[str, Any] | None = None
+                    ) -> tuple[int, int]:
+    """(src, dst) of a send/recv pair: params' or 0 → 1 (1 → 0 when src is 1)."""
+    params = params or {}
+    src = params.get("src", 0)
+    dst = params.get("dst", 1 if src != 1 else 0)
+    if not (0 <= src < world_size and 0 <= dst < world_size) or src == dst:
+        raise ValueError(f"send_recv needs two different ranks in 0..{world_size - 1}: "
+                         f"src={src}, dst={dst}")
+    return src, dst
+
+
+def tensor_arguments(collective: str, rank: int, world_size: int,
+                     piece: Callable[[int], Tensor], zeros: Callable[[int], Tensor],
+                     concat: Callable[[list[Tensor]], Tensor],
+                     params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """This rank's tensor arguments for `collective`, built from ROLES, in torch's order.
+
+    `piece(j)`: this rank's input piece j (a single input is piece 0); `zeros(k)`: a
+    zero buffer of k pieces; `concat(pieces)`: pieces end to end. Roots come from
+    `params` (default 0); an argument a rank does not pass is None.
+    """
+    if collective not in ROLES:
+        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+    if collective == "send_recv":
+        src, dst = send_recv_ranks(world_size, params)
+        return {"tensor": piece(0) if rank == src else zeros(1) if rank == dst else None}
+    build = {"input": lambda: piece(0),
+             "inputs": lambda: [piece(j) for j in range(world_size)],
+             "input_flat": lambda: concat([piece(j) for j in range(world_size)]),
+             "output": lambda: zeros(1),
+             "outputs": lambda: [zeros(1) for _ in range(world_size)],
+             "output_flat": lambda: zeros(world_size),
+             "none": lambda: None}
+    on_root = rank == root_of(collective, params)
+    arguments = {}
+    for arg, role in ROLES[collective].items():
+        role, at_root, elsewhere = role.partition("@root")
+        if at_root and not on_root:
+            role = elsewhere.removeprefix(":") or "none"
+        arguments[arg] = build[role]()
+    return arguments
+
+
+def call_keywords(collective: str, root: int = 0, op: Any = None) -> dict[str, Any]:
+    """The keywords besides the tensors: the root parameter (src/dst), and op if it reduces."""
+    if collective not in ARGS or collective == "send_recv":
+        raise ValueError(f"no single torch.distributed call for {collective!r}")
+    keywords: dict[str, Any] = {ROOT[collective]: root} if collective in ROOT else {}
+    if collective in REDUCING and op is not None:
+        keywords["op"] = op
+    return keywords
 
 
 # --------------------------------------------------------------------------- diagrams

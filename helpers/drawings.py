@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from helpers import panels
-from helpers.collectives import ALIASES, IO_ARGS, REDUCING, REPO_ROOT
+from helpers.collectives import ALIASES, IO_ARGS, REDUCING
+from helpers.paths import REPO_ROOT
 from helpers.formatting import format_value
 from helpers.runtime.files import atomic_write
 

@@ -15,31 +15,21 @@ its recv buffer, and every other rank's "tensor" is null.
 
 ``expected_after`` computes, from the "before" states alone, what every rank
 must hold afterwards (helpers.checks compares that with "after"; helpers.examples
-gives readable inputs and the model's answer as plain lists).
+gives readable inputs and the model's answer as plain lists; helpers.arrays turns
+record values into NumPy arrays and reduces them as torch does).
 Used by notebooks 01-12 (through helpers.checks, plots, drawings, p2p, support).
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
+from helpers.arrays import (TOLERANCES, checked_op, parse_record, record_value,  # noqa: F401
+                            reduce_arrays, same_shape)
 from helpers.collectives import (ARGS, COLLECTIVES, LIST_ARGS, OUTPUT, REDUCE_OPS,  # noqa: F401
-                                 REDUCING, ROOT, SPLIT_ARGS, op_name, split_sizes)
-
-
-_NP_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
-              "bfloat16": np.float32,  # numpy has none: float32 rounded to bfloat16
-              "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
-              "int32": np.int32, "int64": np.int64, "bool": np.bool_}
-# (rtol, atol) for comparing floats: reductions may add in any order.
-TOLERANCES = {"float64": (1e-7, 1e-9), "float32": (1e-5, 1e-6),
-              "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 5e-2)}
-_UFUNCS = {"SUM": np.add, "AVG": np.add, "PRODUCT": np.multiply, "MIN": np.minimum,
-           "MAX": np.maximum, "BAND": np.bitwise_and, "BOR": np.bitwise_or,
-           "BXOR": np.bitwise_xor}
+                                 REDUCING, ROOT, SPLIT_ARGS, split_sizes)
 
 
 class _Unspecified:
@@ -62,114 +52,6 @@ class _Unspecified:
 UNSPECIFIED = _Unspecified()
 
 
-# ---------------------------------------------------------------- dtypes, ops
-
-def _dtype_name(dtype: Any) -> str:
-    name = str(dtype).removeprefix("torch.")
-    if name not in _NP_DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(_NP_DTYPES)}")
-    return name
-
-
-def _is_float(dtype: str) -> bool:
-    return dtype in TOLERANCES
-
-
-def _round_bf16(x: np.ndarray) -> np.ndarray:
-    """Round float32 values to the nearest bfloat16 (ties to even), kept as float32."""
-    bits = np.array(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
-    return bits.astype(np.uint32).view(np.float32)
-
-
-def _as_array(value: Any, dtype: str) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        arr = np.array(value, dtype=_NP_DTYPES[dtype])
-    return _round_bf16(arr) if dtype == "bfloat16" else arr
-
-
-def _checked_op(op: Any) -> str:
-    name = "SUM" if op is None else op_name(op).upper()
-    if name not in REDUCE_OPS:
-        raise ValueError(f"unknown reduce op {op!r}; known: {', '.join(REDUCE_OPS)}")
-    return name
-
-
-def reduce_arrays(arrays: Sequence[Any], op: Any = "SUM", dtype: str = "float32") -> np.ndarray:
-    """Elementwise reduction of same-shape arrays as torch does it, result in `dtype`.
-
-    Integers wrap around on overflow; bool SUM is "or" and PRODUCT is "and";
-    AVG needs a floating dtype and BAND/BOR/BXOR an integer or bool one.
-    """
-    op, dtype = _checked_op(op), _dtype_name(dtype)
-    if op == "AVG" and not _is_float(dtype):
-        raise ValueError(f"AVG needs a floating dtype, not {dtype} "
-                         "(gloo refuses it: the mean of integers is not an integer)")
-    if op in ("BAND", "BOR", "BXOR") and _is_float(dtype):
-        raise ValueError(f"{op} is bitwise: it needs an integer or bool dtype, not {dtype}")
-    arrays = [_as_array(a, dtype) for a in arrays]
-    if not arrays:
-        raise ValueError("nothing to reduce")
-    _same_shape(arrays, "the arrays to reduce")
-    with np.errstate(all="ignore"):
-        out = functools.reduce(
-            lambda a, b: _as_array(_UFUNCS[op](a, b), dtype), arrays[1:], arrays[0].copy())
-        if op == "AVG":
-            out = _as_array(out / len(arrays), dtype)
-    return out
-
-
-# ------------------------------------------------------------ record parsing
-
-def _value(name: str, raw: Any, dtype: str) -> Any:
-    """A record value as the model holds it: array, list of arrays, ints or None."""
-    if raw is None:
-        return None
-    if name in SPLIT_ARGS:
-        return [int(x) for x in raw]
-    if name in LIST_ARGS:
-        return [_as_array(x, dtype) for x in raw]
-    return _as_array(raw, dtype)
-
-
-def _infer_dtype(ranks: list[dict]) -> str:
-    leaves: list[Any] = []
-
-    def walk(v: Any) -> None:
-        if isinstance(v, (list, tuple)):
-            for x in v:
-                walk(x)
-        elif v is not None:
-            leaves.append(v)
-
-    for r in ranks:
-        for name, v in (r.get("before") or {}).items():
-            if name not in SPLIT_ARGS:
-                walk(v)
-    if any(isinstance(x, float) for x in leaves):
-        return "float32"
-    if leaves and all(isinstance(x, bool) for x in leaves):
-        return "bool"
-    return "int64"
-
-
-def _parse(record: dict) -> tuple[str, int, str, dict, list[dict]]:
-    """Validate a record; return (collective, world_size, dtype, params, ranks in rank order)."""
-    collective = record.get("collective")
-    if collective not in COLLECTIVES:
-        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
-    ranks = list(record.get("ranks") or [])
-    ws = int(record.get("world_size", len(ranks)))
-    if ws < 1 or len(ranks) != ws:
-        raise ValueError(f"record has {len(ranks)} ranks but world_size is {ws}")
-    numbers = [r.get("rank", i) for i, r in enumerate(ranks)]
-    if sorted(numbers) != list(range(ws)):
-        raise ValueError(f"ranks must be 0..{ws - 1}, each once; got {numbers}")
-    ranks = [r for _, r in sorted(zip(numbers, ranks), key=lambda p: p[0])]
-    dtype = _dtype_name(record.get("dtype") or _infer_dtype(ranks))
-    return collective, ws, dtype, dict(record.get("params") or {}), ranks
-
-
 def _root(params: dict, key: str, ws: int, default: int | None = None) -> int:
     """src/dst from params; torch's scatter and gather default it to 0."""
     root = params.get(key, default)
@@ -178,14 +60,8 @@ def _root(params: dict, key: str, ws: int, default: int | None = None) -> int:
     return int(root)
 
 
-def _same_shape(arrays: Sequence[np.ndarray], what: str) -> None:
-    shapes = [a.shape for a in arrays]
-    if len(set(shapes)) > 1:
-        raise ValueError(f"shape mismatch in {what}: {shapes}")
-
-
 # ------------------------------------------------------------ the models
-# Each model gets the per-rank "before" values (already converted by _value) and
+# Each model gets the per-rank "before" values (already converted by record_value) and
 # fills in `exp`, a copy of them: arguments it does not write stay unchanged.
 
 class _Ctx:
@@ -194,7 +70,7 @@ class _Ctx:
     def __init__(self, collective: str, ws: int, dtype: str, params: dict, befores: list[dict]):
         self.collective, self.ws, self.dtype, self.params = collective, ws, dtype, params
         self.befores = befores
-        self.op = _checked_op(params.get("op")) if collective in REDUCING else None
+        self.op = checked_op(params.get("op")) if collective in REDUCING else None
 
     def tensor(self, r: int, name: str) -> np.ndarray:
         value = self.befores[r].get(name)
@@ -225,7 +101,7 @@ class _Ctx:
     def ins(self, name: str) -> list[np.ndarray]:
         """The tensor `name` of every rank, all of one shape."""
         arrays = [self.tensor(r, name) for r in range(self.ws)]
-        _same_shape(arrays, f"{self.collective}: {name} across ranks")
+        same_shape(arrays, f"{self.collective}: {name} across ranks")
         return arrays
 
     def big_vs_small(self, big: np.ndarray, small: np.ndarray, what: str) -> None:
@@ -306,7 +182,7 @@ def _reduce_scatter(c: _Ctx, exp: list[dict]) -> None:
     lists = [c.tensor_list(r, "input_list") for r in range(c.ws)]
     for r in range(c.ws):
         pieces = [lst[r] for lst in lists]
-        _same_shape(pieces, f"reduce_scatter: input_list[{r}] across ranks")
+        same_shape(pieces, f"reduce_scatter: input_list[{r}] across ranks")
         c.shape_is(c.tensor(r, "output"), pieces[0].shape, f"output on rank {r}")
         exp[r]["output"] = c.reduce(pieces)
 
@@ -396,11 +272,11 @@ def expected_after(record: dict) -> list[dict]:
     UNSPECIFIED (the API does not define the content). Raises ValueError
     when the record is not a valid call.
     """
-    collective, ws, dtype, params, ranks = _parse(record)
+    collective, ws, dtype, params, ranks = parse_record(record)
     raw = [r.get("before") or {} for r in ranks]
     extra = SPLIT_ARGS if collective == "all_to_all_single" else ()
     names = [ARGS[collective] + tuple(n for n in extra if n in b) for b in raw]
-    befores = [{n: _value(n, b.get(n), dtype) for n in ns} for b, ns in zip(raw, names)]
-    exp = [{n: _value(n, b.get(n), dtype) for n in ns} for b, ns in zip(raw, names)]  # a copy
+    befores = [{n: record_value(n, b.get(n), dtype) for n in ns} for b, ns in zip(raw, names)]
+    exp = [{n: record_value(n, b.get(n), dtype) for n in ns} for b, ns in zip(raw, names)]  # a copy
     _MODELS[collective](_Ctx(collective, ws, dtype, params, befores), exp)
     return exp

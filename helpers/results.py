@@ -1,5 +1,5 @@
 """Turn gathered engine state into result records, and save them as JSON.
-Used by every notebook (make_record, save_results) and by tools.build (build_dir).
+Used by every notebook (make_record, save_results); where results go: helpers.paths.
 
 A record is what one collective call did on every rank:
 
@@ -12,23 +12,12 @@ A record is what one collective call did on every rank:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from helpers.collectives import REPO_ROOT, op_name
+from helpers.collectives import op_name
+from helpers.paths import results_dir
 from helpers.runtime.files import atomic_write
-
-
-
-def build_dir() -> Path:
-    """build/ in the repository, or $TUTORIAL_BUILD_DIR."""
-    return Path(os.environ.get("TUTORIAL_BUILD_DIR") or REPO_ROOT / "build")
-
-
-def results_dir() -> Path:
-    """build/results, or $TUTORIAL_RESULTS_DIR."""
-    return Path(os.environ.get("TUTORIAL_RESULTS_DIR") or build_dir() / "results")
 
 
 def _is_tensor(value: Any) -> bool:

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from conftest import NOTEBOOKS
+from helpers.collectives import ROOT
 from notebook_runner import assert_records_match_model, execute, notebook_text, png_count
 
 EXPECTED = {
@@ -21,7 +22,6 @@ EXPECTED = {
     "06_all_gather": {"all_gather", "all_gather_single"},
     "07_reduce_scatter": {"reduce_scatter", "reduce_scatter_single"},
 }
-ROOTS = {"scatter": "src", "broadcast": "src", "gather": "dst", "reduce": "dst"}
 
 
 @pytest.mark.notebook
@@ -37,7 +37,7 @@ def test_notebook_results_match_the_model(stem, n_ranks, tmp_path, monkeypatch):
     assert {r["collective"] for r in records} == EXPECTED[stem]
     assert_records_match_model(records, n_ranks)
     for record in records:
-        root = ROOTS.get(record["collective"])
+        root = ROOT.get(record["collective"])
         if root:
             assert 0 <= record["params"][root] < n_ranks
 

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from conftest import NOTEBOOKS  # noqa: E402
-from helpers import all_to_all, examples, models, support  # noqa: E402
+from helpers import all_to_all, examples, models, support, support_tables  # noqa: E402
 from helpers.checks import check  # noqa: E402
 from notebook_runner import (assert_records_match_model, execute,  # noqa: E402
                              notebook_text, png_count)
@@ -68,7 +68,7 @@ def test_backend_support_notebook(n_ranks, tmp_path, monkeypatch):
     assert isinstance(records, list)
     assert_records_match_model(records, n_ranks)
 
-    found = json.loads((results / "12_backend_support.matrix.json").read_text())
+    found = json.loads((results / "12_backend_support.survey.json").read_text())
     assert found["backend"] == "gloo" and found["world_size"] == n_ranks
     assert found["torch"].startswith("2.13")
     statuses = {(c["collective"], c["dtype"], c["op"]): c["status"] for c in found["cases"]}
@@ -232,8 +232,8 @@ def probe(world_size: int = 2) -> list[dict]:
     return per_rank
 
 
-def test_build_matrix_classifies_every_case():
-    found, records = support.build_matrix(fake_cluster(2), probe(), torch="2.13.0")
+def test_build_survey_classifies_every_case():
+    found, records = support.build_survey(fake_cluster(2), probe(), torch="2.13.0")
     status = {(c["collective"], c["dtype"], c["op"]): c["status"] for c in found["cases"]}
     assert status == {
         ("all_reduce", "float32", "SUM"): "ok", ("all_reduce", "float32", "BAND"): "refused",
@@ -256,11 +256,11 @@ def test_build_matrix_classifies_every_case():
     assert len(records) == 8                      # every accepted case has a record
     assert records[0]["params"] == {"op": "SUM"} and records[0]["dtype"] == "float32"
     assert records[support.lookup(found, "reduce", "int64", "MAX")["record"]]["dtype"] == "int64"
-    json.dumps(found)                             # the matrix is plain JSON
+    json.dumps(found)                             # the survey is plain JSON
 
 
 def test_verified_records_are_the_ok_cases_and_pass_the_model():
-    found, records = support.build_matrix(fake_cluster(2), probe())
+    found, records = support.build_survey(fake_cluster(2), probe())
     kept = support.verified_records(found, records)
     keys = {(r["collective"], r["dtype"], r["params"].get("op")) for r in kept}
     assert keys == {("all_reduce", "float32", "SUM"), ("reduce", "float32", "SUM"),
@@ -284,8 +284,8 @@ def test_send_recv_is_checked_against_the_model():
 
 
 def test_tables_group_identical_collectives_and_number_the_errors():
-    found, _ = support.build_matrix(fake_cluster(2), probe())
-    table = support.reduction_table(found)
+    found, _ = support.build_survey(fake_cluster(2), probe())
+    table = support_tables.reduction_table(found)
     text = str(table)
     # all_reduce and reduce differ (MAX int64 is wrong on one), so they are not grouped
     assert "all_reduce · reduce" not in text
@@ -307,9 +307,9 @@ def test_tables_group_identical_collectives_and_number_the_errors():
             case.pop("note")
             case["status"] = "ok"
         case.pop("changed", None)
-    assert str(support.reduction_table(same)).splitlines()[2].startswith("all_reduce · reduce")
+    assert str(support_tables.reduction_table(same)).splitlines()[2].startswith("all_reduce · reduce")
 
-    moving = support.movement_table(found)
+    moving = support_tables.movement_table(found)
     assert [labels for labels, _ in moving.rows] == [["broadcast"], ["send_recv"]]
     assert [moving.cell(c) for c in moving.rows[0][1]] == ["✓", "split (1)"]
     assert "ranks disagree" in moving.legend()[0]
@@ -323,7 +323,7 @@ def grade_support_prediction(*args) -> bool:
 
 
 def test_lookup_summary_and_prediction(capsys):
-    found, records = support.build_matrix(fake_cluster(2), probe(), probe_seconds=1.5)
+    found, records = support.build_survey(fake_cluster(2), probe(), probe_seconds=1.5)
     with pytest.raises(KeyError, match="was not probed"):
         support.lookup(found, "gather", "float32")
     with pytest.raises(KeyError, match="say which op"):
@@ -349,9 +349,9 @@ def test_lookup_summary_and_prediction(capsys):
     assert out.count("✗ ") == 2 and "0 of 2 right." in out
 
 
-def test_save_matrix_writes_next_to_the_records(tmp_path, monkeypatch):
+def test_save_survey_writes_next_to_the_records(tmp_path, monkeypatch):
     monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(tmp_path))
-    found, _ = support.build_matrix(fake_cluster(2), probe())
-    path = support.save_matrix("12_backend_support", found)
-    assert path.name == "12_backend_support.matrix.json"
+    found, _ = support.build_survey(fake_cluster(2), probe())
+    path = support.save_survey("12_backend_support", found)
+    assert path.name == "12_backend_support.survey.json"
     assert json.loads(path.read_text())["cases"][0]["status"] == "ok"

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.paths import REPO_ROOT, build_dir
 from helpers.runtime.files import atomic_write
-from helpers.collectives import REPO_ROOT
-from helpers.results import build_dir
 from tools.dependencies import dependencies
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"

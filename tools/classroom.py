@@ -23,7 +23,7 @@ import nbformat
 
 from tools.build import EXECUTED_DIR, NOTEBOOK_DIR, TEMPLATES
 from helpers.runtime.files import atomic_write
-from helpers.results import build_dir
+from helpers.paths import build_dir
 
 STUDENT_NOTE = ("> **Student copy.** The answers of the exercises are removed: write yours "
                 "in the cells marked ✎, then run the check cell below each one.")

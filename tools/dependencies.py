@@ -21,7 +21,8 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.collectives import ALIASES, REPO_ROOT
+from helpers.collectives import ALIASES
+from helpers.paths import REPO_ROOT
 
 _DIAGRAM_CALL = re.compile(r"\b(?:load_diagram|show_diagram)\(\s*([^)\s,]*)")
 _IMAGE_LINK = re.compile(r"images/([\w.-]+\.png)")

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from helpers.runtime.cluster import ClusterConfigError, start_cluster, visible_gpu_count
-from helpers.collectives import REPO_ROOT
+from helpers.paths import REPO_ROOT
 from tools.nccl_claims import compare_timings, run_checklist
 
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from helpers.collectives import REPO_ROOT
+from helpers.paths import REPO_ROOT
 
 
 @dataclass(frozen=True)

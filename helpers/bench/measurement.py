@@ -26,15 +26,12 @@ import torch.distributed as dist
 
 from helpers.bench import nccl_tests as bandwidth
 from helpers.bench.nccl_tests import DTYPE_SIZES
-from helpers.collectives import BENCHMARKED, REDUCING, ROOT, check_benchmarked
+from helpers.collectives import (BENCHMARKED, REDUCING, ROOT, call_keywords, check_benchmarked,
+                                 tensor_arguments)
 
 OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
        "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
 ROOT_RANK = 0
-# The current names, with the pre-2.13 ones (now deprecated) as fallback.
-_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_reduce_scatter_single = (getattr(dist, "reduce_scatter_single", None)
-                          or dist.reduce_scatter_tensor)
 
 Point = tuple[str, int]
 
@@ -55,49 +52,38 @@ def _device() -> torch.device:
     return torch.device("cpu")
 
 
+# nccl-tests' all_gather, reduce_scatter and all_to_all move flat buffers: torch's
+# *_single variants (the pre-2.13 names, now deprecated, as fallback).
+TORCH_CALL = {"all_gather": "all_gather_single", "reduce_scatter": "reduce_scatter_single",
+              "all_to_all": "all_to_all_single"}
+_FUNCTIONS = {"all_gather_single": getattr(dist, "all_gather_single", None)
+              or dist.all_gather_into_tensor,
+              "reduce_scatter_single": getattr(dist, "reduce_scatter_single", None)
+              or dist.reduce_scatter_tensor}
+
+
 def _call(collective: str, plan: bandwidth.Plan, dtype: torch.dtype, op: Any,
           device: torch.device) -> Callable[..., Any]:
     """One collective call on buffers allocated now: `call(async_op=False)`.
 
-    gather and scatter of 0 elements are not called at all (nccl-tests returns early
-    for them at count 0); every other collective is called, on empty buffers if need be.
+    The arguments each rank passes come from the registry (helpers.collectives); gather
+    and scatter of 0 elements are not called at all (nccl-tests returns early for them
+    at count 0); every other collective is called, on empty buffers if need be.
     """
-    n, rank = plan.world_size, dist.get_rank()
-
-    def zeros(count: int) -> torch.Tensor:  # zeros: sums stay finite and never denormal
-        return torch.zeros(count, dtype=dtype, device=device)
-
-    piece, whole = plan.piece, plan.total
-    if collective in ("scatter", "gather") and piece == 0:
+    if collective in ("scatter", "gather") and plan.piece == 0:
         return lambda async_op=False: None
-    if collective == "all_reduce":
-        t = zeros(piece)
-        return lambda async_op=False: dist.all_reduce(t, op=op, async_op=async_op)
-    if collective == "broadcast":
-        t = zeros(piece)
-        return lambda async_op=False: dist.broadcast(t, src=ROOT_RANK, async_op=async_op)
-    if collective == "reduce":
-        t = zeros(piece)
-        return lambda async_op=False: dist.reduce(t, dst=ROOT_RANK, op=op, async_op=async_op)
-    if collective == "all_gather":
-        inp, out = zeros(piece), zeros(whole)
-        return lambda async_op=False: _all_gather_single(out, inp, async_op=async_op)
-    if collective == "reduce_scatter":
-        inp, out = zeros(whole), zeros(piece)
-        return lambda async_op=False: _reduce_scatter_single(out, inp, op=op,
-                                                             async_op=async_op)
-    if collective == "all_to_all":
-        inp, out = zeros(whole), zeros(whole)
-        return lambda async_op=False: dist.all_to_all_single(out, inp, async_op=async_op)
-    if collective == "scatter":
-        out = zeros(piece)
-        pieces = list(zeros(whole).chunk(n)) if rank == ROOT_RANK else None
-        return lambda async_op=False: dist.scatter(out, pieces, src=ROOT_RANK, async_op=async_op)
-    if collective == "gather":
-        inp = zeros(piece)
-        pieces = list(zeros(whole).chunk(n)) if rank == ROOT_RANK else None
-        return lambda async_op=False: dist.gather(inp, pieces, dst=ROOT_RANK, async_op=async_op)
-    raise AssertionError(collective)
+
+    def zeros(pieces: int) -> torch.Tensor:  # zeros: sums stay finite and never denormal
+        return torch.zeros(pieces * plan.piece, dtype=dtype, device=device)
+
+    name = TORCH_CALL.get(collective, collective)
+    function = _FUNCTIONS.get(name) or getattr(dist, name)
+    roots = {ROOT[name]: ROOT_RANK} if name in ROOT else {}
+    arguments = {**tensor_arguments(name, dist.get_rank(), plan.world_size,
+                                    piece=lambda j: zeros(1), zeros=zeros, concat=torch.cat,
+                                    params=roots),
+                 **call_keywords(name, root=ROOT_RANK, op=op)}
+    return lambda async_op=False: function(**arguments, async_op=async_op)
 
 
 # How a point is timed on GPUs. "nccl-tests": every call launched without waiting,

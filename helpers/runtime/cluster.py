@@ -85,11 +85,16 @@ class TutorialCluster:
         """`name` on every rank, in rank order, its tensors as plain nested lists."""
         return [plain_values(state[name]) for state in self.pull(name)]
 
-    def apply(self, function: Callable[..., Any], *args: Any) -> list[Any]:
-        """Call `function(*args)` on every rank; the results, in rank order."""
+    def apply(self, function: Callable[..., Any], *args: Any,
+              timeout_s: float | None = None) -> list[Any]:
+        """Call `function(*args)` on every rank; the results, in rank order.
+
+        Waits at most `timeout_s` seconds (default: the cluster's collective timeout).
+        """
         self._check_running()
         view = self.client.direct_view(self.engine_ids)
-        return view.apply_async(function, *args).get(timeout=self.timeout_s)
+        wait_s = self.timeout_s if timeout_s is None else timeout_s
+        return view.apply_async(function, *args).get(timeout=wait_s)
 
     def run(self, code: str) -> None:
         """Run `code` on every rank and wait for all of them (a %%px cell, as a string)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -123,9 +123,15 @@ def plot_memory(measured: Sequence[dict[str, dict[str, float]]],
         total = sum(formulas[stage].values())
         ax.bar(s + n * width, total, width, color="none", edgecolor="k", hatch="//",
                label="ZeRO formula, float64 mapping" if s == 0 else None)
+    return _label_stages(fig, ax, width, "bytes per rank",
+                         title or "memory per rank: one bar per rank, then the formula")
+
+
+def _label_stages(fig: Any, ax: Any, width: float, ylabel: str, title: str) -> Any:
+    """One stage name under each group of bars, the labels and the legend."""
     ax.set_xticks(np.arange(len(STAGES)) + 0.4 - width / 2, STAGES)
-    ax.set_ylabel("bytes per rank")
-    ax.set_title(title or "memory per rank: one bar per rank, then the formula")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
@@ -146,13 +152,8 @@ def plot_comm(sent: Sequence[dict[str, float]], formula: dict[str, float], title
     for s, stage in enumerate(STAGES):
         ax.text(s + 0.4, formula[stage], f"{formula[stage] / formula['DP']:.2f}× DP",
                 ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(np.arange(len(STAGES)) + 0.4 - width / 2, STAGES)
-    ax.set_ylabel("bytes sent per rank per step")
-    ax.set_title(title or "communication per step")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
-    return fig
+    return _label_stages(fig, ax, width, "bytes sent per rank per step",
+                         title or "communication per step")
 
 
 def plot_shards(hand: Sequence[dict], fsdp: Sequence[dict], title: str = ""):
