@@ -61,10 +61,18 @@ test: $(INSTALLED)
 test-quick: $(INSTALLED)
 	$(PYTHON) -m pytest -m "not notebook" $(PYTEST_ARGS)
 
+# JupyterLab on loopback only. Jupyter refuses to start as root without --allow-root
+# (containers, classroom VMs run as root); the flag changes nothing for other users.
+# LAB_PORT, LAB_TOKEN (default: Jupyter generates one and prints the URL) and LAB_ARGS
+# (more jupyterlab options, e.g. --no-browser) pass through.
+LAB_PORT ?= 8888
+LAB_TOKEN ?=
+LAB_ARGS ?=
 lab: $(INSTALLED)
 	$(PYTHON) -m ipykernel install --sys-prefix --name nccl-notebooks \
 		--display-name "Python (nccl-notebooks)"
-	$(PYTHON) -m jupyterlab notebooks
+	exec $(PYTHON) -m jupyterlab --ip=127.0.0.1 --port=$(LAB_PORT) --ServerApp.allow_root=True \
+		$(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) $(LAB_ARGS) notebooks
 
 gpu-check: $(INSTALLED)
 	$(PYTHON) -m tools.gpu_check
