@@ -141,7 +141,7 @@ def test_only_what_a_notebook_uses_executes_it_again(tmp_path, monkeypatch, caps
     monkeypatch.setattr(build, "fingerprint", lambda nb: original(nb, root))
     monkeypatch.setattr(build, "execute", fake_execute)
     monkeypatch.setattr(build, "to_html", lambda nb: "<body>page</body>")
-    monkeypatch.setattr(build, "result_plot", lambda nb: None)
+    monkeypatch.setattr(build, "write_card_picture", lambda stem, nb: "")
     monkeypatch.setattr(build, "write_index", lambda notebooks: None)
     for name in ("HTML_DIR", "STAMP_DIR", "EXECUTED_DIR"):
         monkeypatch.setattr(build, name, tmp_path / "build" / name.lower())

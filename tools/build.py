@@ -23,7 +23,7 @@ import nbformat
 
 from helpers.runtime.files import atomic_write
 from helpers.collectives import REPO_ROOT
-from helpers.results import build_dir
+from helpers.results import build_dir, results_dir
 from tools import site_nav
 from tools.dependencies import dependencies
 
@@ -109,6 +109,24 @@ def write_thumbnail(png: bytes, path: Path, width_px: int = 480) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     atomic_write(path, buf.getvalue())
+
+
+def write_card_picture(stem: str, nb: nbformat.NotebookNode) -> str:
+    """The index card's picture: per-rank results when saved (tools.thumbnails), else the
+    page's first result plot. Returns a note for the progress line ("" when all went well)."""
+    from tools.thumbnails import thumbnail
+
+    target = HTML_DIR / "thumbs" / f"{stem}.png"
+    note = ""
+    try:
+        picture = thumbnail(stem, results_dir())
+    except Exception as err:  # a card without its best picture is no reason to fail a page
+        picture, note = None, f" (card picture from the page: {type(err).__name__}: {err})"
+    if picture is not None:
+        atomic_write(target, picture)
+    elif (plot := result_plot(nb)) is not None:
+        write_thumbnail(plot, target)
+    return note[:200]
 
 
 def environment_stamp() -> str:
@@ -206,11 +224,9 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> i
             continue
         atomic_write(EXECUTED_DIR / notebook.name, nbformat.writes(nb))
         atomic_write(page, to_html(nb))
-        plot = result_plot(nb)
-        if plot is not None:
-            write_thumbnail(plot, HTML_DIR / "thumbs" / f"{notebook.stem}.png")
+        note = write_card_picture(notebook.stem, nb)
         atomic_write(stamp, key)
-        print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok", flush=True)
+        print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok{note}", flush=True)
     site_nav.renavigate(HTML_DIR, series_entries(notebooks))
     write_index(notebooks)
     if failed:
