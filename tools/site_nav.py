@@ -65,7 +65,7 @@ def _link(entry: Entry | None, rel: str, suffix: str) -> str:
 
 
 def bar(entries: list[Entry], current: str, index_href: str = "index.html",
-        suffix: str = ".html", position: str = "top") -> str:
+        suffix: str = ".html", position: str = "top", contents_link: bool = True) -> str:
     stems = [e.stem for e in entries]
     i = stems.index(current)
     prev = entries[i - 1] if i > 0 else None
@@ -73,7 +73,7 @@ def bar(entries: list[Entry], current: str, index_href: str = "index.html",
     return (f'<nav class="series-bar {position}" aria-label="series">'
             f'{_link(prev, "prev", suffix)}'
             f'<a rel="index" href="{index_href}">All notebooks</a>'
-            f'<a href="#series-contents">Contents</a>'
+            f'{CONTENTS_LINK if contents_link else ""}'
             f'{_link(nxt, "next", suffix)}</nav>')
 
 
@@ -85,7 +85,7 @@ def contents(entries: list[Entry], current: str | None, suffix: str = ".html") -
         items = "".join(
             f'<li><a href="{e.stem}{suffix}"{marked if e.stem == current else ""}>'
             f"{html.escape(e.title)}</a></li>" for e in members)
-        parts.append(f"<section><h2>{html.escape(name)}</h2><ol>{items}</ol></section>")
+        parts.append(f"<div class=\"group\"><h2>{html.escape(name)}</h2><ol>{items}</ol></div>")
     return "".join(parts) + "</nav>"
 
 
@@ -97,6 +97,7 @@ def page_nav(entries: list[Entry], current: str) -> tuple[str, str]:
     return top, bottom
 
 
+CONTENTS_LINK = '<a href="#series-contents">Contents</a>'
 _BLOCK = re.compile(re.escape(NAV_START) + ".*?" + re.escape(NAV_END), flags=re.S)
 
 
@@ -110,6 +111,27 @@ def with_nav(page: str, entries: list[Entry], current: str) -> str:
     page = page[:body.end()] + top + page[body.end():]
     end = page.rindex("</body>")
     return page[:end] + bottom + page[end:]
+
+
+SLIDE_STYLE = ".reveal .series-bar{font-size:18px}.reveal .series-toc{font-size:15px;" \
+              "text-align:left}.reveal .series-toc h2{font-size:17px;text-transform:none}"
+
+
+def with_slide_nav(page: str, entries: list[Entry], current: str,
+                   index_href: str = "../html/index.html") -> str:
+    """Slides `page` with the bar and the contents (to the other decks) on its title slide.
+
+    No "#series-contents" link: reveal.js reads the URL's fragment as a slide number.
+    """
+    page = _BLOCK.sub("", page)
+    start = page.find('<div class="slides">')
+    end = page.find("</section>", start)
+    if start < 0 or end < 0:
+        raise ValueError(f"slides {current} have no first <section> to put the navigation in")
+    block = (f"{NAV_START}<style>{NAV_STYLE}{SLIDE_STYLE}</style>"
+             f"{bar(entries, current, index_href, '.slides.html', contents_link=False)}"
+             f"{contents(entries, current, '.slides.html')}{NAV_END}")
+    return page[:end] + block + page[end:]
 
 
 def renavigate(html_dir: Path, entries: list[Entry]) -> None:
