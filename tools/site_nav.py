@@ -29,7 +29,7 @@ NAV_STYLE = """
 .series-toc{max-width:70rem;margin:1rem auto;padding:0 1rem;display:grid;gap:1rem;
   grid-template-columns:repeat(auto-fill,minmax(16rem,1fr))}
 .series-toc h2{font-size:1rem;margin:.2rem 0}
-.series-toc ol{margin:0;padding-left:1.2rem}
+.series-toc ol{margin:0;padding-left:0;list-style:none}
 .series-toc a[aria-current=page]{font-weight:bold;color:#c2410c}
 """
 
