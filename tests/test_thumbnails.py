@@ -44,10 +44,13 @@ def test_notebook_13_gets_its_diagnosis_by_rank(tmp_path):
     texts = [t.get_text() for ax in diagnosis_figure(history).axes for t in ax.texts]
     assert [t for t in texts if t.startswith("rank ")] == [f"rank {r}" for r in range(4)]
     assert texts.count("did not\nrun the cell") == 2 and "ran it" in texts   # rank 0 ran it
-    assert any(t.startswith("✗ failed\nit waited") for t in texts)
+    assert "✗ failed\nit waited the\nwhole timeout" in texts
 
 
 def test_no_saved_results_means_the_page_plot(tmp_path):
     assert thumbnail("00_ranks_and_world", tmp_path) is None
     (tmp_path / "14_groups.json").write_text("{not json")
     assert thumbnail("14_groups", tmp_path) is None
+    # results with per-rank rows that are not a collective's record (notebooks 14-19)
+    (tmp_path / "15_dp.json").write_text(json.dumps({"ranks": [{"rank": 0, "loss": 1.0}]}))
+    assert thumbnail("15_dp", tmp_path) is None

@@ -51,7 +51,8 @@ class Machine:
 
 def records(data: Any, where: str = "") -> Iterator[tuple[str, dict]]:
     """(path, record) of every record inside a results file, however it is nested."""
-    if isinstance(data, dict) and isinstance(data.get("ranks"), list):
+    if (isinstance(data, dict) and "collective" in data and isinstance(data.get("ranks"), list)
+            and all(isinstance(r, dict) and "after" in r for r in data["ranks"])):
         yield where or data.get("collective", "?"), data
     elif isinstance(data, dict):
         for key, value in data.items():

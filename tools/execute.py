@@ -50,9 +50,13 @@ def private_kernel(kernel_name: str) -> Iterator[KernelManager]:
     try:
         yield km
     finally:
-        # nbclient leaves a kernel manager it was given running: shut the kernel down here.
+        # nbclient leaves a kernel manager it was given running: shut the kernel down here,
+        # without the interrupt km.shutdown_kernel sends first (the kernel would log
+        # "KeyboardInterrupt caught in kernel" into make html's output).
         if km.has_kernel:
-            km.shutdown_kernel(now=False)
+            km.request_shutdown()
+            km.finish_shutdown()      # waits shutdown_wait_time, then kills
+            km.cleanup_resources()
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,8 @@ def diagnosis_figure(diagnoses: list[dict]) -> Any:
     fig.text(0.03, 0.92, "What happened, by rank", fontsize=15, fontweight="bold")
     for rank in range(n):
         if rank in failed:
-            color, label = "#d92d20", "✗ failed\n" + failed[rank]["meaning"][:28]
+            meaning = textwrap.wrap(failed[rank]["meaning"].split("(")[0], 16)
+            color, label = "#d92d20", "\n".join(["✗ failed", *meaning[:4]])
         elif rank in skipped:
             color, label = "#98a2b3", "did not\nrun the cell"
         elif rank in absent:
