@@ -15,7 +15,7 @@ PYTHON := $(ENV_DIR)/bin/python
 INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install install-mpi html slides student test test-quick lab gpu-check images bench shared-cells clean
+.PHONY: help install install-mpi html slides student test test-quick lab gpu-check images bench compare shared-cells clean
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
@@ -29,6 +29,7 @@ help:
 	@echo "make gpu-check   the NCCL path, on a machine with GPUs"
 	@echo "make images      redraw images/ from the NumPy models"
 	@echo "make bench       notebook path against torchrun: busbw, latency, start (ratios)"
+	@echo "make compare A=dir B=dir  two machines' build folders on one page"
 	@echo "make shared-cells  rewrite the repeated cells from tools/shared_cells/*.md"
 	@echo "(environment: $(ENV_DIR))"
 
@@ -61,10 +62,18 @@ test: $(INSTALLED)
 test-quick: $(INSTALLED)
 	$(PYTHON) -m pytest -m "not notebook" $(PYTEST_ARGS)
 
+# JupyterLab on loopback only. Jupyter refuses to start as root without --allow-root
+# (containers, classroom VMs run as root); the flag changes nothing for other users.
+# LAB_PORT, LAB_TOKEN (default: Jupyter generates one and prints the URL) and LAB_ARGS
+# (more jupyterlab options, e.g. --no-browser) pass through.
+LAB_PORT ?= 8888
+LAB_TOKEN ?=
+LAB_ARGS ?=
 lab: $(INSTALLED)
 	$(PYTHON) -m ipykernel install --sys-prefix --name nccl-notebooks \
 		--display-name "Python (nccl-notebooks)"
-	$(PYTHON) -m jupyterlab notebooks
+	exec $(PYTHON) -m jupyterlab --ip=127.0.0.1 --port=$(LAB_PORT) --ServerApp.allow_root=True \
+		$(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) $(LAB_ARGS) notebooks
 
 gpu-check: $(INSTALLED)
 	$(PYTHON) -m tools.gpu_check
@@ -74,6 +83,13 @@ images: $(INSTALLED)
 
 bench: $(INSTALLED)
 	$(PYTHON) benchmarks/notebook_vs_torchrun.py --repeats 3
+
+# A and B: build folders (results/ and bench/ inside) of two machines; NAMES="laptop gpu".
+compare: $(INSTALLED)
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=build-folder B=build-folder" \
+		"[NAMES='laptop gpu-node'] [OUT=build/compare.html]" >&2; exit 2; }
+	$(PYTHON) -m tools.compare "$(A)" "$(B)" $(if $(NAMES),--names $(NAMES)) \
+		$(if $(OUT),--out "$(OUT)")
 
 shared-cells: $(INSTALLED)
 	$(PYTHON) -m tools.shared_cells

@@ -56,6 +56,37 @@ def test_a_page_per_notebook_and_an_index(built):
         assert stamp in index
 
 
+PRIVATE_KERNEL = (
+    "import json, os, stat, psutil\n"
+    "from ipykernel.connect import get_connection_info\n"
+    "info = get_connection_info(unpack=True)\n"
+    "folder = os.path.dirname(info['ip'])\n"
+    "channels = [f\"{info['ip']}-{info[c + '_port']}\" for c in\n"
+    "            ('shell', 'iopub', 'stdin', 'control', 'hb')]\n"
+    "sockets = [stat.S_ISSOCK(os.stat(path).st_mode) for path in channels]\n"
+    "print('KERNEL', json.dumps({'transport': info['transport'], 'sockets': sockets,\n"
+    "      'mode': oct(stat.S_IMODE(os.stat(folder).st_mode)),\n"
+    "      'owner': os.stat(folder).st_uid == os.getuid()}))")
+
+
+def test_kernels_listen_on_owner_only_unix_sockets_and_the_output_is_one_line_each(tmp_path):
+    import json
+
+    nb = _notebook(tmp_path / "93_private.ipynb", PRIVATE_KERNEL)
+    run = _build(tmp_path, nb)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = (run.stdout + run.stderr).splitlines()
+    assert not [line for line in lines if "WARNING" in line.upper()], lines
+    assert len([line for line in lines if line.startswith("93_private.ipynb")]) == 1, lines
+    page = (tmp_path / "build" / "executed" / "93_private.ipynb").read_text()
+    shown = json.loads(nbformat.reads(page, as_version=4).cells[1].outputs[0].text
+                       .split("KERNEL ", 1)[1])
+    # The five Jupyter channels are unix sockets in an owner-only folder. (ipykernel 7 itself
+    # still opens one loopback TCP listener of its own: README, "Security".)
+    assert shown == {"transport": "ipc", "sockets": [True] * 5, "mode": "0o700",
+                     "owner": True}, shown
+
+
 def test_unchanged_notebook_is_not_executed_again(built):
     tmp, good, _ = built
     again = _build(tmp, good)
@@ -109,8 +140,8 @@ def test_only_what_a_notebook_uses_executes_it_again(tmp_path, monkeypatch, caps
     original = build.fingerprint
     monkeypatch.setattr(build, "fingerprint", lambda nb: original(nb, root))
     monkeypatch.setattr(build, "execute", fake_execute)
-    monkeypatch.setattr(build, "to_html", lambda nb: "page")
-    monkeypatch.setattr(build, "result_plot", lambda nb: None)
+    monkeypatch.setattr(build, "to_html", lambda nb: "<body>page</body>")
+    monkeypatch.setattr(build, "write_card_picture", lambda stem, nb: "")
     monkeypatch.setattr(build, "write_index", lambda notebooks: None)
     for name in ("HTML_DIR", "STAMP_DIR", "EXECUTED_DIR"):
         monkeypatch.setattr(build, name, tmp_path / "build" / name.lower())

@@ -141,10 +141,22 @@ def test_slides_are_built_offline_from_executed_notebooks(tmp_path, monkeypatch)
             tab.goto((tmp_path / "build" / "slides" / "01_scatter.slides.html").as_uri())
             tab.wait_for_selector(".reveal.ready", timeout=30_000)
             total = tab.evaluate("() => document.querySelectorAll('.reveal .slides > section').length")
+            # The title slide links the index and the decks' contents, this deck marked.
+            nav = tab.evaluate("""() => {
+              const first = document.querySelector('.reveal .slides > section');
+              const hrefs = sel => [...first.querySelectorAll(sel)].map(a => a.href);
+              return {index: hrefs('.series-bar a[rel=index]'),
+                      current: hrefs('.series-toc a[aria-current=page]'),
+                      toc: hrefs('.series-toc a')};
+            }""")
             shots = tmp_path / "build" / "screenshots"
             shots.mkdir(parents=True, exist_ok=True)
             tab.screenshot(path=str(shots / "01_scatter.slides.png"))
         finally:
             context.close()
     assert total >= n_slides
+    deck = (tmp_path / "build" / "slides" / "01_scatter.slides.html").as_uri()
+    assert nav["current"] == [deck] and nav["toc"] == [deck], nav
+    assert nav["index"] == [(tmp_path / "build" / "html" / "index.html").as_uri()], nav
+    assert (tmp_path / "build" / "html" / "index.html").is_file()
     assert not foreign and not watch.errors, (foreign, watch.errors)

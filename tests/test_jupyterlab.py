@@ -1,7 +1,9 @@
 """Notebook 05 in a real JupyterLab, driven in headless Chromium as a reader would.
 
-A JupyterLab server (127.0.0.1, free port, token, fresh config/runtime/settings
-dirs, its own process session) serves the repository. Chromium opens
+The server is started by the very `make lab` a reader types (free port and token passed as
+LAB_PORT / LAB_TOKEN; fresh config/runtime/settings dirs; its own process session), as
+whatever user runs the tests (root in containers: `make lab` must not refuse it). It must
+listen on loopback only and have the project's kernel registered. Chromium opens
 notebooks/05_all_reduce.ipynb, waits for the kernel, picks Run → Run All Cells,
 and the page must show a ✓ line for each of the 4 ranks and the plot. Then the
 cluster is started once more (the notebook's own teardown already ran) and the
@@ -24,6 +26,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 
 import browser
@@ -43,6 +46,7 @@ OUTPUTS_JS = """() => {
   return {
     stdout: texts('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stdout"]'),
     stderr: texts('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'),
+    html: texts('.jp-OutputArea-output[data-mime-type="text/html"]'),
     plots: [...document.querySelectorAll(
               '.jp-OutputArea-output[data-mime-type="image/png"] img')]
            .map(img => img.complete && img.naturalWidth > 0),
@@ -89,6 +93,20 @@ def _environ(proc) -> dict:
         return {}
 
 
+def _listening(root_pid: int) -> list[tuple[str, int]]:
+    """(address, port) of every listening TCP socket of the process tree under root_pid."""
+    import psutil
+
+    tree = [psutil.Process(root_pid)]
+    tree += tree[0].children(recursive=True)
+    found = []
+    for proc in tree:
+        with contextlib.suppress(psutil.Error):
+            found += [(c.laddr.ip, c.laddr.port) for c in proc.net_connections("tcp")
+                      if c.status == psutil.CONN_LISTEN]
+    return found
+
+
 def _tail(path: Path, n: int = 3000) -> str:
     with contextlib.suppress(OSError):
         return path.read_text(errors="replace")[-n:]
@@ -109,12 +127,11 @@ def lab(tmp_path):
     checkpoints = tmp_path / "checkpoints"
     env = dict(os.environ, **{k: str(v) for k, v in dirs.items()})
     log = tmp_path / "lab.log"
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
-           "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}",
-           f"--FileCheckpoints.checkpoint_dir={checkpoints}",
-           "--LabApp.news_url=None",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    lab_args = ["--no-browser", "--ServerApp.port_retries=0",
+                f"--FileCheckpoints.checkpoint_dir={checkpoints}", "--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    cmd = ["make", "--no-print-directory", "lab", f"LAB_PORT={port}", f"LAB_TOKEN={token}",
+           f"LAB_ARGS={' '.join(lab_args)}", f"ENV_DIR={sys.prefix}"]
     with open(log, "wb") as log_file:
         server = subprocess.Popen(cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL,
                                   stdout=log_file, stderr=subprocess.STDOUT,
@@ -150,7 +167,12 @@ def test_run_all_in_jupyterlab_then_kernel_shutdown_leaves_no_engine(lab):
     base, token, ipythondir, log, server = lab
     before = NB.read_bytes()
     had_checkpoints = (NB.parent / ".ipynb_checkpoints").exists()
-    rel = NB.relative_to(REPO).as_posix()
+    rel = NB.relative_to(NOTEBOOKS).as_posix()     # make lab serves notebooks/
+    _, specs = _api(base, token, "/api/kernelspecs")
+    assert "nccl-notebooks" in specs["kernelspecs"], f"kernel not registered: {list(specs)}"
+    listening = _listening(server.pid)
+    assert listening and all(ip in ("127.0.0.1", "::1") for ip, _ in listening), \
+        f"make lab listens beyond loopback: {listening}"
     engines_seen = 0
     with browser.chromium() as chromium:
         context = chromium.new_context(viewport=browser.VIEWPORT)
@@ -189,7 +211,8 @@ def test_run_all_in_jupyterlab_then_kernel_shutdown_leaves_no_engine(lab):
                 print(f"last state: {last.get('state')}\nscreenshot: {log.parent / 'lab.png'}")
                 raise
             print(f"Run All Cells: {time.monotonic() - t1:.1f} s")
-            stdout = "\n".join(state["stdout"])
+            # helpers.verdicts.Report shows its ✓ lines as HTML (text/html output)
+            stdout = "\n".join(state["stdout"] + state["html"])
             for rank in range(N_RANKS):
                 assert f"rank {rank} ✓" in stdout, f"no 'rank {rank} ✓' line:\n{stdout[-3000:]}"
             assert not re.search(r"rank \d+ ✗", stdout), stdout[-3000:]
@@ -225,9 +248,13 @@ def test_run_all_in_jupyterlab_then_kernel_shutdown_leaves_no_engine(lab):
                        "the engines to end after the kernel shutdown")
     print(f"engines gone {time.monotonic() - t2:.1f} s after the kernel shutdown")
 
-    # Stop the server; nothing started under it may remain.
+    # Stop make and its server; nothing started under them may remain.
+    server_pids = [p.pid for p in psutil.Process(server.pid).children(recursive=True)]
+    assert server_pids, "make lab has no child process (the server)"
     os.killpg(server.pid, signal.SIGTERM)
     server.wait(timeout=30)
+    browser.wait_until(lambda: not [p for p in server_pids if psutil.pid_exists(p)],
+                       ENGINES_GONE_S, "make lab's server process to end")
     browser.wait_until(
         lambda: not browser.processes_with_env("IPYTHONDIR", str(ipythondir)),
         ENGINES_GONE_S, "every process of the server to end")

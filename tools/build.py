@@ -21,8 +21,9 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.paths import REPO_ROOT, build_dir
+from helpers.paths import REPO_ROOT, build_dir, results_dir
 from helpers.runtime.files import atomic_write
+from tools import site_nav
 from tools.dependencies import dependencies
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -109,6 +110,24 @@ def write_thumbnail(png: bytes, path: Path, width_px: int = 480) -> None:
     atomic_write(path, buf.getvalue())
 
 
+def write_card_picture(stem: str, nb: nbformat.NotebookNode) -> str:
+    """The index card's picture: per-rank results when saved (tools.thumbnails), else the
+    page's first result plot. Returns a note for the progress line ("" when all went well)."""
+    from tools.thumbnails import thumbnail
+
+    target = HTML_DIR / "thumbs" / f"{stem}.png"
+    note = ""
+    try:
+        picture = thumbnail(stem, results_dir())
+    except Exception as err:  # a card without its best picture is no reason to fail a page
+        picture, note = None, f" (card picture from the page: {type(err).__name__}: {err})"
+    if picture is not None:
+        atomic_write(target, picture)
+    elif (plot := result_plot(nb)) is not None:
+        write_thumbnail(plot, target)
+    return note[:200]
+
+
 def environment_stamp() -> str:
     """What the pages were computed on: torch, backend, world size, GPUs or CPU, date."""
     import torch
@@ -142,20 +161,31 @@ h1{margin-bottom:.2rem} .lead{color:#57606a;margin-top:0}
 .nothumb{height:6rem;display:flex;align-items:center;justify-content:center;color:#8c959f;
          border:1px dashed #d0d7de;border-radius:4px}
 footer{margin-top:2rem;color:#57606a;font-size:.85rem}
+h2.group{font-size:1.25rem;margin:1.6rem 0 .6rem;border-bottom:1px solid #d0d7de}
 """
 
 
+def series_entries(notebooks: list[Path]) -> list[site_nav.Entry]:
+    """The notebooks that have a page, in series order: what the navigation links."""
+    return [site_nav.Entry(nb.stem, notebook_summary(nb)[0]) for nb in sorted(notebooks)
+            if (HTML_DIR / f"{nb.stem}.html").exists()]
+
+
 def write_index(notebooks: list[Path]) -> None:
-    cards = []
-    for nb in notebooks:
-        if not (HTML_DIR / f"{nb.stem}.html").exists():
-            continue
-        title, summary = notebook_summary(nb)
-        thumb = HTML_DIR / "thumbs" / f"{nb.stem}.png"
-        picture = (f'<img src="thumbs/{nb.stem}.png" alt="result plot of {html.escape(title)}">'
-                   if thumb.exists() else '<div class="nothumb">no plot</div>')
-        cards.append(f'<a class="card" href="{nb.stem}.html">{picture}'
-                     f"<h2>{html.escape(title)}</h2><p>{html.escape(summary)}</p></a>")
+    by_stem = {nb.stem: nb for nb in notebooks}
+    sections = []
+    for group, members in site_nav.grouped(series_entries(notebooks)):
+        cards = []
+        for entry in members:
+            title, summary = notebook_summary(by_stem[entry.stem])
+            thumb = HTML_DIR / "thumbs" / f"{entry.stem}.png"
+            picture = (f'<img src="thumbs/{entry.stem}.png" '
+                       f'alt="result plot of {html.escape(title)}">'
+                       if thumb.exists() else '<div class="nothumb">no plot</div>')
+            cards.append(f'<a class="card" href="{entry.stem}.html">{picture}'
+                         f"<h2>{html.escape(title)}</h2><p>{html.escape(summary)}</p></a>")
+        sections.append(f'<h2 class="group">{html.escape(group)}</h2>\n'
+                        f'<div class="cards">\n{chr(10).join(cards)}\n</div>')
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -163,9 +193,7 @@ def write_index(notebooks: list[Path]) -> None:
 <body><h1>NCCL collectives, rank by rank</h1>
 <p class="lead">One notebook per collective: the upstream diagram beside what every rank
 really held, checked against a NumPy model.</p>
-<div class="cards">
-{chr(10).join(cards)}
-</div>
+{chr(10).join(sections)}
 <footer>Computed with {html.escape(environment_stamp())}</footer>
 </body></html>
 """
@@ -195,11 +223,10 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> i
             continue
         atomic_write(EXECUTED_DIR / notebook.name, nbformat.writes(nb))
         atomic_write(page, to_html(nb))
-        plot = result_plot(nb)
-        if plot is not None:
-            write_thumbnail(plot, HTML_DIR / "thumbs" / f"{notebook.stem}.png")
+        note = write_card_picture(notebook.stem, nb)
         atomic_write(stamp, key)
-        print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok", flush=True)
+        print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok{note}", flush=True)
+    site_nav.renavigate(HTML_DIR, series_entries(notebooks))
     write_index(notebooks)
     if failed:
         print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}; "

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import nbformat
 
+from tools import site_nav
 from tools.build import EXECUTED_DIR, NOTEBOOK_DIR, TEMPLATES
 from helpers.runtime.files import atomic_write
 from helpers.paths import build_dir
@@ -130,9 +131,13 @@ def make_slides(out_dir: Path) -> list[Path]:
                               reveal_theme="white", reveal_transition="none",
                               reveal_scroll=True, reveal_number="c/t",
                               reveal_width="1280", reveal_height="800", **urls)
+    from tools.build import notebook_summary
+
+    entries = [site_nav.Entry(path.stem, notebook_summary(path)[0]) for path in executed]
     written = []
     for path in executed:
         body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
+        body = site_nav.with_slide_nav(body, entries, path.stem)
         target = out_dir / f"{path.stem}.slides.html"
         atomic_write(target, body)
         written.append(target)
