@@ -76,3 +76,15 @@ def run_bounded(cmd: list[str], cwd: Path, env: dict, timeout_s: float) -> tuple
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
     return proc.returncode, out
+
+
+def printed(checker, verdict: bool = False):
+    """`checker` as a notebook cell shows it: its Report printed (for capsys), then returned.
+
+    With `verdict`, the call returns True/False (every rank ✓ or not) instead of the Report.
+    """
+    def shown(*args, **kwargs):
+        report = checker(*args, **kwargs)
+        print(report)
+        return bool(report) if verdict else report
+    return shown

@@ -20,19 +20,11 @@ from helpers import checks
 from helpers.checks import check
 from helpers.examples import example_befores, model_after
 from helpers.models import COLLECTIVES, REDUCE_OPS, UNSPECIFIED, expected_after, reduce_arrays
-
-def report(record):
-    """The report as a cell shows it (printed here), compared by its verdicts."""
-    shown = checks.report(record)
-    print(shown)
-    return shown
+from notebook_runner import printed
 
 
-def check_prediction(*args, **kwargs) -> bool:
-    """The prediction's report as a cell shows it (printed here); True when all are right."""
-    shown = checks.check_prediction(*args, **kwargs)
-    print(shown)
-    return bool(shown)
+report = printed(checks.report)
+check_prediction = printed(checks.check_prediction, verdict=True)
 
 
 FLOAT_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG")

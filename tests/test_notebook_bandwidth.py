@@ -17,7 +17,7 @@ from helpers.bench import alpha_beta, figures
 from helpers.bench.figures import plot_busbw, plot_latency
 from helpers.bench.sweep import DisplayBar
 from helpers.bench.nccl_tests import plan
-from notebook_runner import execute, notebook_text, png_count
+from notebook_runner import execute, notebook_text, png_count, printed
 
 NB = NOTEBOOKS / "11_bandwidth.ipynb"
 ALL = ("scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
@@ -158,18 +158,8 @@ def _row(collective: str, size: int, time_us: float, factor: float) -> dict:
             "time_us": time_us, "algbw": algbw, "busbw": algbw * factor}
 
 
-def check_factors(*args):
-    """The report as a cell shows it (printed here), true when every factor is right."""
-    shown = figures.check_factors(*args)
-    print(shown)
-    return shown
-
-
-def grade_busbw_prediction(*args):
-    """The grading as a cell shows it (printed here), true when all three are right."""
-    shown = figures.grade_busbw_prediction(*args)
-    print(shown)
-    return shown
+check_factors = printed(figures.check_factors)
+grade_busbw_prediction = printed(figures.grade_busbw_prediction)
 
 
 def test_check_factors_marks_a_wrong_factor(capsys):

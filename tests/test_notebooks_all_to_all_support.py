@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 from conftest import NOTEBOOKS  # noqa: E402
 from helpers import all_to_all, examples, models, support, support_tables  # noqa: E402
 from helpers.checks import check  # noqa: E402
-from notebook_runner import (assert_records_match_model, execute,  # noqa: E402
+from notebook_runner import (assert_records_match_model, execute, printed,  # noqa: E402
                              notebook_text, png_count)
 
 
@@ -315,11 +315,7 @@ def test_tables_group_identical_collectives_and_number_the_errors():
     assert "ranks disagree" in moving.legend()[0]
 
 
-def grade_support_prediction(*args) -> bool:
-    """The grading as a cell shows it (printed here); True when every case is right."""
-    shown = support.grade_support_prediction(*args)
-    print(shown)
-    return bool(shown)
+grade_support_prediction = printed(support.grade_support_prediction, verdict=True)
 
 
 def test_lookup_summary_and_prediction(capsys):

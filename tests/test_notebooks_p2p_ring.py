@@ -17,27 +17,17 @@ from conftest import NOTEBOOKS  # noqa: E402
 from helpers import p2p, ring  # noqa: E402
 from helpers import checks  # noqa: E402
 from helpers.checks import check  # noqa: E402
+from notebook_runner import (assert_records_match_model, execute, printed,  # noqa: E402
+                             notebook_text, png_count)
 
-
-def report_ring(*args, **kwargs):
-    """The ring's report as a cell shows it (printed here), compared by its verdicts."""
-    shown = ring.report_ring(*args, **kwargs)
-    print(shown)
-    return shown
-
-
-def report_pairs(*args):
-    """The pairs' report as a cell shows it (printed here), compared by its verdicts."""
-    shown = p2p.report_pairs(*args)
-    print(shown)
-    return shown
+report_ring = printed(ring.report_ring)
+report_pairs = printed(p2p.report_pairs)
 
 
 def check_prediction(*args, **kwargs) -> bool:
     """True when the prediction's report says every rank is right."""
     return bool(checks.check_prediction(*args, **kwargs))
-from notebook_runner import (assert_records_match_model, execute,  # noqa: E402
-                             notebook_text, png_count)
+
 
 PAIR_TIMEOUT_S = 3.0   # the deadlock demo's group timeout in notebook 09
 
