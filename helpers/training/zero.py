@@ -129,6 +129,8 @@ def plot_memory(measured: Sequence[dict[str, dict[str, float]]],
 
 def _label_stages(fig: Any, ax: Any, width: float, ylabel: str, title: str) -> Any:
     """One stage name under each group of bars, the labels and the legend."""
+    import matplotlib.pyplot as plt
+
     ax.set_xticks(np.arange(len(STAGES)) + 0.4 - width / 2, STAGES)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
