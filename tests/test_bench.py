@@ -477,8 +477,15 @@ def test_cli_fit_prints_alpha_and_beta_per_collective():
     out = proc.stdout.split("# α-β fit, ring terms, world size 2")
     assert len(out) == 2, proc.stdout[-2000:]
     lines = {line.split()[0]: line for line in out[1].strip().splitlines()[2:]}
-    assert list(lines) == collectives
+    assert sorted(lines) == sorted(collectives)
+    fitted = 0
     for line in lines.values():
+        # a noisy sweep may leave one collective unfittable: the CLI then says why
+        if " no fit: " in line:
+            assert len(line.split(" no fit: ", 1)[1].strip()) > 10, line
+            continue
         alpha, alpha_err, beta, beta_err, error = re.search(
             r"([\d.]+) ± ([\d.]+)\s+([\d.]+) ± ([\d.]+)\s+([\d.]+)%", line).groups()
         assert float(alpha) > 0 and float(beta) > 0 and float(error) >= 0, line
+        fitted += 1
+    assert fitted >= 1, proc.stdout[-2000:]

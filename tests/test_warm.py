@@ -169,7 +169,8 @@ def test_the_keeper_ends_an_idle_warm_cluster(children):
     assert wait_until(lambda: cluster_processes(wid) == [], 30), \
         [p.pid for p in cluster_processes(wid)]
     assert not any(psutil.pid_exists(pid) and running(psutil.Process(pid)) for pid in info["pids"])
-    assert not cluster_file(wid).exists()
+    # discard() ends the processes first, then forgets the files: wait for the second step
+    assert wait_until(lambda: not cluster_file(wid).exists(), 10), cluster_file(wid)
     assert wait_until(lambda: keepers(wid) == [], 10)
 
 
@@ -183,7 +184,8 @@ def test_stop_warm_clusters_ends_them_at_once(children):
 
     assert stop_warm_clusters() == [wid]
     assert cluster_processes(wid) == []
-    assert not cluster_file(wid).exists()
+    # discard() ends the processes first, then forgets the files: wait for the second step
+    assert wait_until(lambda: not cluster_file(wid).exists(), 10), cluster_file(wid)
     assert wait_until(lambda: keepers(wid) == [], 10)
     assert stop_warm_clusters() == []
 
