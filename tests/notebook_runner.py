@@ -88,3 +88,18 @@ def printed(checker, verdict: bool = False):
         print(report)
         return bool(report) if verdict else report
     return shown
+
+
+def execute_with_results(stem: str, out_dir: Path, monkeypatch,
+                         **parameters) -> tuple[nbformat.NotebookNode, list[dict]]:
+    """Execute notebooks/<stem>.ipynb with its results in out_dir/results; return the
+    executed copy and the records it saved (a single record comes back as a list of one)."""
+    import json
+
+    from conftest import NOTEBOOKS
+
+    results = out_dir / "results"
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
+    nb = execute(NOTEBOOKS / f"{stem}.ipynb", out_dir, **parameters)
+    records = json.loads((results / f"{stem}.json").read_text())
+    return nb, records if isinstance(records, list) else [records]

@@ -4,24 +4,18 @@ computed here, independently of the notebooks' helpers: training loops written o
 test, byte counts from the ring formulas, shard shapes from torch.chunk."""
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import NOTEBOOKS
 from helpers.training.data_parallel import make_deep_mlp
 from helpers.training.toy import make_data, make_mlp
-from notebook_runner import execute, notebook_text, png_count
+from notebook_runner import execute_with_results, notebook_text, png_count
 
 RANKS = [2, 3, 4]
 TOL = 1e-10
-
-
-def _records(tmp_path, stem):
-    return json.loads((tmp_path / "results" / f"{stem}.json").read_text())
 
 
 def _by_kind(records, kind):
@@ -31,14 +25,12 @@ def _by_kind(records, kind):
 
 
 def _run(stem, n_ranks, tmp_path, monkeypatch):
-    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(tmp_path / "results"))
-    nb = execute(NOTEBOOKS / f"{stem}.ipynb", tmp_path, n_ranks=n_ranks)
+    nb, records = execute_with_results(stem, tmp_path, monkeypatch, n_ranks=n_ranks)
     text = notebook_text(nb)
     for rank in range(n_ranks):
         assert f"rank {rank} ✓" in text
     assert "✗" not in text
     assert "All ranks right!" in text
-    records = _records(tmp_path, stem)
     for record in records:
         assert record["backend"] == "gloo" and record["world_size"] == n_ranks
         assert [r["rank"] for r in record["ranks"]] == list(range(n_ranks))

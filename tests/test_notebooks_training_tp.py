@@ -2,7 +2,6 @@
 their results checked against references computed here, in the test's own process."""
 from __future__ import annotations
 
-import json
 
 import matplotlib
 
@@ -11,16 +10,10 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from conftest import NOTEBOOKS  # noqa: E402
 from helpers.training.toy import loss_fn, make_data, make_mlp  # noqa: E402
-from notebook_runner import execute, notebook_text, png_count  # noqa: E402
+from notebook_runner import execute_with_results, notebook_text, png_count  # noqa: E402
 
 TOL = 1e-12
-
-
-def _load(results, stem) -> list[dict]:
-    records = json.loads((results / f"{stem}.json").read_text())
-    return records if isinstance(records, list) else [records]
 
 
 def _assert_every_rank_checked(text: str, n: int) -> None:
@@ -52,10 +45,7 @@ def _unsharded(d_hidden: int):
 @pytest.mark.notebook
 @pytest.mark.parametrize("n_ranks", [2, 3, 4])
 def test_tensor_parallel_notebook(n_ranks, tmp_path, monkeypatch):
-    results = tmp_path / "results"
-    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
-    nb = execute(NOTEBOOKS / "17_tensor_parallel.ipynb", tmp_path, n_ranks=n_ranks)
-    [record] = _load(results, "17_tensor_parallel")
+    nb, [record] = execute_with_results("17_tensor_parallel", tmp_path, monkeypatch, n_ranks=n_ranks)
     n = n_ranks
     assert record["backend"] == "gloo" and record["world_size"] == n
     d_hidden = record["d_hidden"]
@@ -112,10 +102,7 @@ def _summary_diff(summary: dict, grad: torch.Tensor) -> float:
 def test_pipeline_parallel_notebook(n_ranks, tmp_path, monkeypatch):
     from helpers.training.pipeline import make_stages, theory_bubble
 
-    results = tmp_path / "results"
-    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
-    nb = execute(NOTEBOOKS / "18_pipeline_parallel.ipynb", tmp_path, n_ranks=n_ranks)
-    [record] = _load(results, "18_pipeline_parallel")
+    nb, [record] = execute_with_results("18_pipeline_parallel", tmp_path, monkeypatch, n_ranks=n_ranks)
     n = n_ranks
     assert record["backend"] == "gloo" and record["world_size"] == n
 
@@ -178,10 +165,7 @@ def test_two_d_notebook(n_ranks, shape, tmp_path, monkeypatch):
     only), still checked against the reference."""
     from helpers.training.toy import reference_train
 
-    results = tmp_path / "results"
-    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
-    nb = execute(NOTEBOOKS / "19_two_d_parallel.ipynb", tmp_path, n_ranks=n_ranks)
-    [record] = _load(results, "19_two_d_parallel")
+    nb, [record] = execute_with_results("19_two_d_parallel", tmp_path, monkeypatch, n_ranks=n_ranks)
     n = n_ranks
     dp, tp = shape
     assert record["backend"] == "gloo" and record["world_size"] == n
