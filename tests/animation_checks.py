@@ -1,0 +1,52 @@
+"""Reading the step-through animations back out of an executed notebook (helpers.animations).
+
+`show_animation` wraps to_jshtml's page in <div class="step-animation" data-frames=N
+data-last-frame=JSON>: the JSON is what the last frame's artists showed.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+
+from helpers.formatting import format_value
+from helpers.panels import flatten
+
+WRAPPER = re.compile(r'<div class="step-animation" data-frames="(\d+)" '
+                      r'data-last-frame="([^"]*)">')
+FRAME = "data:image/png;base64,"
+REMOTE = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.IGNORECASE)
+
+
+def animations(nb) -> list[dict]:
+    """Per animation output, in order: frames (announced and embedded), its last frame,
+    whether it loads anything from the network, and its size in KB."""
+    found = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            page = str(out.get("data", {}).get("text/html", ""))
+            match = WRAPPER.search(page)
+            if match:
+                found.append({"frames": int(match.group(1)), "embedded": page.count(FRAME),
+                              "last": json.loads(html.unescape(match.group(2))),
+                              "remote": bool(REMOTE.search(page)),
+                              "kb": len(page.encode()) / 1024})
+    return found
+
+
+def written_texts(record: dict, rank: int, arg: str) -> list[str]:
+    """What the animation should show for `arg` of `rank` after the call, as cell texts."""
+    value = record["ranks"][rank]["after"].get(arg)
+    return [] if value is None else [format_value(v) for v in flatten(value)]
+
+
+def assert_one_animation_of(nb, record: dict, written_arg: str) -> dict:
+    """The notebook shows a record animation whose last frame is `record`'s `after`."""
+    shown = [a for a in animations(nb) if "ranks" in a["last"]]
+    assert shown, "no step-through animation in the executed notebook"
+    anim = shown[0]
+    assert anim["frames"] > 2 and anim["embedded"] == anim["frames"], anim["frames"]
+    assert not anim["remote"], "the animation loads something from the network"
+    for r, drawn in enumerate(anim["last"]["ranks"]):
+        assert drawn["written"] == written_texts(record, r, written_arg), (r, drawn)
+    return anim
