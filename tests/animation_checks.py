@@ -9,6 +9,8 @@ import html
 import json
 import re
 
+import numpy as np
+
 from helpers.formatting import format_value
 from helpers.panels import flatten
 
@@ -42,11 +44,25 @@ def written_texts(record: dict, rank: int, arg: str) -> list[str]:
 
 def assert_one_animation_of(nb, record: dict, written_arg: str) -> dict:
     """The notebook shows a record animation whose last frame is `record`'s `after`."""
-    shown = [a for a in animations(nb) if "ranks" in a["last"]]
-    assert shown, "no step-through animation in the executed notebook"
+    anim = only_animation(nb, "ranks")
+    for r, drawn in enumerate(anim["last"]["ranks"]):
+        assert drawn["written"] == written_texts(record, r, written_arg), (r, drawn)
+    return anim
+
+
+def ring_texts(state, n: int) -> list[list[str]]:
+    """Per rank, per chunk, what helpers.ring shows: the value, or its first value and …"""
+    state = np.asarray(state, dtype=np.float64)
+    return [[format_value(c[0]) + ("" if np.all(c == c[0]) else "…")
+             for c in state[r].reshape(n, -1)] for r in range(n)]
+
+
+def only_animation(nb, key: str) -> dict:
+    """The one animation of the executed notebook whose last frame has `key`
+    ("ranks": a record or the ring; "spans": a timeline), checked to be whole and offline."""
+    shown = [a for a in animations(nb) if key in a["last"]]
+    assert len(shown) == 1, f"{len(shown)} animations with {key!r} in the notebook"
     anim = shown[0]
     assert anim["frames"] > 2 and anim["embedded"] == anim["frames"], anim["frames"]
     assert not anim["remote"], "the animation loads something from the network"
-    for r, drawn in enumerate(anim["last"]["ranks"]):
-        assert drawn["written"] == written_texts(record, r, written_arg), (r, drawn)
     return anim

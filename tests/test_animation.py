@@ -10,7 +10,7 @@ import matplotlib
 import numpy as np
 import pytest
 
-from animation_checks import FRAME, REMOTE, WRAPPER, written_texts
+from animation_checks import FRAME, REMOTE, WRAPPER, ring_texts, written_texts
 from helpers.animations import (animate_barrier, animate_record, animate_ring,
                                 animate_timeline, read_frame, show_animation)
 from helpers.animations.routes import SENT, WRITTEN, pieces, routes
@@ -161,12 +161,8 @@ def test_ring_animation_is_one_frame_per_step_from_the_measured_states(n, chunk_
     for i in range(1, len(frames)):
         assert frames[i] != frames[i - 1]
 
-    def chunk_texts(state):      # what helpers.ring shows per chunk: its value, or v…
-        return [[format_value(c[0]) + ("" if np.all(c == c[0]) else "…")
-                 for c in state[r].reshape(n, -1)] for r in range(n)]
-
-    assert frames[0]["ranks"] == chunk_texts(measured[0])
-    assert frames[-1]["ranks"] == chunk_texts(measured[-1])
+    assert frames[0]["ranks"] == ring_texts(measured[0], n)
+    assert frames[-1]["ranks"] == ring_texts(measured[-1], n)
     if per_step == 2:     # in flight: every rank's sent chunk, n tokens
         assert len(frames[1]["moving"]) == n
     matplotlib.pyplot.close("all")

@@ -9,8 +9,9 @@ import json
 
 import pytest
 
+from animation_checks import assert_one_animation_of
 from conftest import NOTEBOOKS
-from helpers.collectives import ROOT
+from helpers.collectives import OUTPUT, ROOT
 from notebook_runner import assert_records_match_model, execute, notebook_text, png_count
 
 EXPECTED = {
@@ -47,6 +48,8 @@ def test_notebook_results_match_the_model(stem, n_ranks, tmp_path, monkeypatch):
         assert f"rank {r} ✓" in text, f"no ✓ line for rank {r}"
     assert "All ranks right!" in text, "the exercise check did not pass"
     assert png_count(nb) >= len({r["collective"] for r in records}) + 1  # diagram + a plot each
+    # the step-through animation of the first call ends with what its ranks recorded
+    assert_one_animation_of(nb, records[0], OUTPUT[records[0]["collective"]])
 
 
 @pytest.mark.notebook

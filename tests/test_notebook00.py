@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from animation_checks import only_animation
 from conftest import NOTEBOOKS
 from notebook_runner import execute, notebook_text
 
@@ -28,6 +29,15 @@ def test_notebook00_default_reports_each_of_4_ranks_once(tmp_path):
     assert "only rank 0 runs this cell" in text
     pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(pngs) == 1, "the barrier plot, shown once"
+    # the barrier animation ends with each rank's recorded arrival and departure
+    spans = only_animation(nb, "spans")["last"]["spans"]["dist.barrier()"]
+    printed = re.findall(r"rank (\d): arrived after ([\d.]+) s, left the barrier after "
+                         r"([\d.]+) s", text)
+    assert len(printed) == 4
+    for r, arrived, left in printed:
+        ends = {kind: x1 for kind, _, x1 in spans[int(r)]}
+        assert abs(ends["waiting in dist.barrier()"] - float(left)) <= 0.005
+        assert abs(ends.get("working", 0.0) - float(arrived)) <= 0.005
 
 
 @pytest.mark.notebook

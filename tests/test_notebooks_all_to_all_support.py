@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
+from animation_checks import assert_one_animation_of
 from conftest import NOTEBOOKS  # noqa: E402
 from helpers import all_to_all, examples, models, support, support_tables  # noqa: E402
 from helpers.checks import check  # noqa: E402
@@ -53,6 +54,7 @@ def test_all_to_all_notebook(n_ranks, tmp_path, monkeypatch):
     assert text.count("invalid tensor size") == n_ranks
     # diagram + a plot per record shown + two exchange matrices
     assert png_count(nb) >= 1 + 3 + 2
+    assert_one_animation_of(nb, records[0], "output_tensor_list")   # ends with `after`
 
 
 # --------------------------------------------------------------------------- notebook 12

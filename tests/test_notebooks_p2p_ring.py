@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from animation_checks import only_animation, ring_texts  # noqa: E402
 from conftest import NOTEBOOKS  # noqa: E402
 from helpers import p2p, ring  # noqa: E402
 from helpers import checks  # noqa: E402
@@ -130,6 +131,10 @@ def test_ring_all_reduce_notebook(n_ranks, chunk_len, tmp_path, monkeypatch):
         line = re.compile(r"rank \d ✓" + r"\s+✓" * steps + r"\s*$", re.M)
         assert len(line.findall(text)) >= n
     assert png_count(nb) >= 3  # diagram, ring figure, all_reduce record
+    # the animation: one frame per step and state in flight, ending with the measured states
+    anim = only_animation(nb, "ranks")
+    assert anim["frames"] == 1 + 2 * 2 * (n - 1)
+    assert anim["last"]["ranks"] == ring_texts(states[-1], n)
 
 
 # ------------------------------------------------------------------ helpers.ring

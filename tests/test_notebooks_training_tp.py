@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from animation_checks import only_animation  # noqa: E402
 from helpers.training.toy import loss_fn, make_data, make_mlp  # noqa: E402
 from notebook_runner import execute_with_results, notebook_text, png_count  # noqa: E402
 
@@ -154,6 +155,20 @@ def test_pipeline_parallel_notebook(n_ranks, tmp_path, monkeypatch):
         assert f"rank {r}: sending {what} raised after 3." in text
     assert "went through" not in text
     assert png_count(nb) >= 2
+    # the animation ends with the fastest recorded m = 8 run of each schedule, span by span
+    last = only_animation(nb, "spans")["last"]["spans"]
+    for schedule in ("GPipe", "1F1B"):
+        repeats = {}
+        for got in record["ranks"]:
+            for run in got["runs"]:
+                if (run["schedule"], run["m"]) == (schedule, 8):
+                    repeats.setdefault(run["repeat"], []).append(run["events"])
+        fastest = min(repeats.values(), key=lambda runs: max(e[3] for ev in runs for e in ev))
+        for r, events in enumerate(fastest):
+            drawn = sorted((k, x0, x1) for k, x0, x1 in last[schedule][r])
+            wanted = sorted((e[0], e[2], e[3]) for e in events if e[3] > e[2])
+            assert [k for k, *_ in drawn] == [k for k, *_ in wanted]
+            assert [x for _, *x in drawn] == pytest.approx([x for _, *x in wanted], abs=1e-9)
 
 
 # ------------------------------------------------------------------ notebook 19
