@@ -21,6 +21,7 @@ MAX_CELLS = 48            # elements per argument and rank the animation can dra
 TRAVEL_FRAMES = 4         # frames while the pieces are in flight
 INFIX = {"SUM": "+", "PRODUCT": "×", "BAND": "&", "BOR": "|", "BXOR": "^"}
 BAND_PITCH, GAP = 1.5, 3.0    # rows of ranks; room between the two columns for the flight
+CHAR = 0.22                   # a character's width, in cells, at the cells' font size
 COMBINE_FACE = "#fff3c4"
 
 
@@ -68,24 +69,30 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
 
     import matplotlib.pyplot as plt
 
+    same = sent_arg == written_arg
+    headers = (f"{sent_arg} (sent{', before' if same else ''})", f"{written_arg} (written)")
+    root = root_of(collective, params) if collective != "send_recv" else None
+    names = [f"rank {r}" + (" (root)" if r == root else "") for r in range(n)]
+    signature = call_signature(collective, params)
+    longest_title = f"{signature} · world size {n} · frame 10/10: after the call, as recorded"
     n_left = max([len(t) for t in sent if t] + [1])
     n_right = max([len(t) for t in written_before + written_after if t] + [1])
-    right_x = n_left + GAP
-    width_units, height_units = right_x + n_right + 2.4, n * BAND_PITCH + 1.2
+    right_x = max(n_left + GAP, CHAR * len(headers[0]) + 0.6)
+    left_margin = CHAR * max(map(len, names)) + 0.5
+    right_end = right_x + max(n_right, CHAR * len(headers[1])) + 0.3
+    width_units = max(left_margin + right_end, 1.25 * CHAR * len(longest_title))
+    right_end = width_units - left_margin
+    height_units = n * BAND_PITCH + 1.2
     unit = min(0.42, 9.5 / width_units)
     fig = plt.figure(figsize=(width_units * unit, height_units * unit + 0.5), dpi=dpi)
     ax = fig.add_axes([0, 0, 1, (height_units * unit) / (height_units * unit + 0.5)])
-    ax.set_xlim(-2.2, right_x + n_right + 0.2)
+    ax.set_xlim(-left_margin, right_end)
     ax.set_ylim(n * BAND_PITCH, -1.2)
     ax.set_axis_off()
-    font = max(6.0, 26 * unit)
-    same = sent_arg == written_arg
-    ax.text(n_left / 2, -0.6, f"{sent_arg} (sent{', before' if same else ''})",
-            ha="center", fontsize=font, family="monospace")
-    ax.text(right_x + n_right / 2, -0.6, f"{written_arg} (written)", ha="center",
-            fontsize=font, family="monospace")
+    font = 26 * unit
+    for x, header in zip((0, right_x), headers):
+        ax.text(x, -0.6, header, ha="left", fontsize=font, family="monospace")
     title = fig.text(0.01, 0.97, "", fontsize=font * 1.15, fontweight="bold", va="top")
-    root = root_of(collective, params) if collective != "send_recv" else None
 
     def cell(x: float, y: float, gid: str) -> tuple[Rectangle, Any]:
         box = ax.add_patch(Rectangle((x + 0.04, y), 0.92, 1.0, facecolor="white",
@@ -105,9 +112,8 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
     left_cells, right_cells = [], []
     for r in range(n):
         y = r * BAND_PITCH
-        marker = " (root)" if r == root else ""
-        ax.text(-0.3, y + 0.5, f"rank {r}{marker}", ha="right", va="center", fontsize=font,
-                fontweight="bold" if marker else "normal")
+        ax.text(-0.3, y + 0.5, names[r], ha="right", va="center", fontsize=font,
+                fontweight="bold" if r == root else "normal")
         left_cells.append([cell(k, y, f"sent:rank{r}:{k}") for k in range(len(sent[r] or []))])
         size = len(written_after[r] or written_before[r] or [])
         right_cells.append([cell(right_x + k, y, f"written:rank{r}:{k}") for k in range(size)])
@@ -133,7 +139,6 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
 
     combine_frame = 1 + travel_frames if reducing else None
     frame_count = 2 + travel_frames + (1 if reducing else 0)
-    signature = call_signature(collective, params)
 
     def draw_frame(i: int) -> None:
         last = i == frame_count - 1
