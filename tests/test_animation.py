@@ -113,8 +113,9 @@ def test_routes_move_each_piece_where_the_model_puts_it(collective, params, worl
     record = model_record(collective, world_size, params)
     befores = [r["before"] for r in record["ranks"]]
     sent, written = SENT[collective], WRITTEN[collective]
-    cut = lambda arg, r: pieces(collective, arg, befores[r].get(arg), r, world_size,  # noqa: E731
-                                befores[r], record["params"])
+    def cut(arg: str, r: int) -> list:
+        return pieces(collective, arg, befores[r].get(arg), r, world_size, befores[r],
+                      record["params"])
     moved = [np.array(flatten(b.get(written)), dtype=float) if b.get(written) is not None
              else None for b in befores]
     for path in routes(collective, world_size, record["params"],

@@ -54,8 +54,9 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
             if texts is not None and len(texts) > MAX_CELLS:
                 raise ValueError(f"rank {r}'s {what} argument has {len(texts)} elements; the "
                                  f"animation draws at most {MAX_CELLS}: use a smaller tensor")
-    cut = lambda arg, r: pieces(collective, arg, befores[r].get(arg), r, n,  # noqa: E731
-                                befores[r], params)
+    def cut(arg: str, r: int) -> list:
+        return pieces(collective, arg, befores[r].get(arg), r, n, befores[r], params)
+
     paths = routes(collective, n, params, [cut(sent_arg, r) for r in range(n)],
                    [cut(written_arg, r) for r in range(n)])
     op = str(params.get("op") or "SUM").rsplit(".", 1)[-1].upper()
@@ -74,7 +75,8 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
     root = root_of(collective, params) if collective != "send_recv" else None
     names = [f"rank {r}" + (" (root)" if r == root else "") for r in range(n)]
     signature = call_signature(collective, params)
-    longest_title = f"{signature} · world size {n} · frame 10/10: after the call, as recorded"
+    longest_title = (f"{signature} · world size {n} · frame 10/10: "
+                     "after the call, as recorded")
     n_left = max([len(t) for t in sent if t] + [1])
     n_right = max([len(t) for t in written_before + written_after if t] + [1])
     right_x = max(n_left + GAP, CHAR * len(headers[0]) + 0.6)
@@ -134,7 +136,8 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
                                 gid="token", bbox=dict(boxstyle="round,pad=0.25",
                                                        fc=colors(text), ec="#222222", lw=0.8))
                 start = (src.start + offset + 0.5, q * BAND_PITCH + 0.5)
-                end = (right_x + path.dst.start + offset + 0.5, path.dst_rank * BAND_PITCH + 0.5)
+                end = (right_x + path.dst.start + offset + 0.5,
+                       path.dst_rank * BAND_PITCH + 0.5)
                 flights.append((token, start, end))
 
     combine_frame = 1 + travel_frames if reducing else None
@@ -169,7 +172,8 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
         phase = ("before the call" if i == 0 else "after the call, as recorded" if last
                  else f"combining with {op}" if i == combine_frame
                  else f"in flight, {i}/{travel_frames}")
-        title.set_text(f"{signature} · world size {n} · frame {i + 1}/{frame_count}: {phase}")
+        title.set_text(f"{signature} · world size {n} · "
+                       f"frame {i + 1}/{frame_count}: {phase}")
 
     def read_drawn() -> dict:
         return {"title": title.get_text(),

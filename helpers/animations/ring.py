@@ -50,7 +50,8 @@ def animate_ring(trace: RingTrace, measured: Any = None, dpi: int = 60) -> FuncA
     font = max(6.5, 22 * unit)
     title = fig.text(0.01, 0.97, "", fontsize=font, fontweight="bold", va="top")
     for c in range(n):
-        ax.text(c + 0.5, -0.45, f"chunk {c}", ha="center", fontsize=font * 0.8, color="#555555")
+        ax.text(c + 0.5, -0.45, f"chunk {c}", ha="center", fontsize=font * 0.8,
+                color="#555555")
 
     cells = []
     for r in range(n):
@@ -98,7 +99,7 @@ def animate_ring(trace: RingTrace, measured: Any = None, dpi: int = 60) -> FuncA
                 sent = step.send[left]
                 start = (sent + 0.5, left * BAND_PITCH + 0.5)
                 end = (step.recv[r] + 0.5, r * BAND_PITCH + 0.5)
-                if r == 0 and n > 1:   # the ring closes: last rank → rank 0, drawn on the right
+                if r == 0 and n > 1:   # the ring closes (last rank → 0): drawn on the right
                     start, end = (n + 0.3, start[1]), (n + 0.3, end[1])
                 face = chunk_face(int(trace.counts[s - 1, left, sent]), n)
                 tokens[r].set_text(texts[s - 1][left][sent])

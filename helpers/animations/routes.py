@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from helpers.collectives import OUTPUT, ROLES, SPLIT_ARGS, root_of, send_recv_ranks, split_sizes
+from helpers.collectives import (OUTPUT, ROLES, SPLIT_ARGS, root_of, send_recv_ranks,
+                                 split_sizes)
 from helpers.panels import flatten
 
 # The argument whose data moves (IO_ARGS' input side; the single forms' input).
@@ -40,7 +41,8 @@ def _role(collective: str, arg: str) -> str:
 
 def _split_sizes(name: str, rank: int, before: Mapping[str, Any], params: Mapping[str, Any],
                  rows: int, world_size: int) -> list[int]:
-    """all_to_all_single's split sizes of one rank: recorded with it, else params, else even."""
+    """all_to_all_single's split sizes of one rank: recorded with it, else params, else
+    even."""
     sizes = before.get(name)
     if sizes is None and params.get(name) is not None:
         sizes = params[name]
