@@ -15,7 +15,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from helpers.animations.core import step_animation
 
-FRAMES = 12
+FRAMES = 10            # a 4-stage pipeline page: ~255 KB at 10 frames, ~300 KB at 12
 # The colours of helpers.display.plot_barrier, so the two barrier figures read alike.
 BARRIER_COLOURS = {"working": "#9ecae1", "waiting in dist.barrier()": "#fdd0a2"}
 FALLBACK = ("#4c8bf5", "#2e9e5b", "#f0a030", "#d9534f", "#9b59b6", "#8c564b")
