@@ -81,7 +81,9 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
     n_right = max([len(t) for t in written_before + written_after if t] + [1])
     right_x = max(n_left + GAP, CHAR * len(headers[0]) + 0.6)
     left_margin = CHAR * max(map(len, names)) + 0.5
-    right_end = right_x + max(n_right, CHAR * len(headers[1])) + 0.3
+    undefined = [undefined_after(collective, r, params, written_arg) for r in range(n)]
+    note = 2.6 if any(undefined) else 0.0       # room for "undefined" after the cells
+    right_end = right_x + max(n_right + note, CHAR * len(headers[1])) + 0.3
     width_units = max(left_margin + right_end, 1.25 * CHAR * len(longest_title))
     right_end = width_units - left_margin
     height_units = n * BAND_PITCH + 1.2
@@ -111,7 +113,7 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
         label.set_text(text)
         label.set_color(text_color_for(face) if not hatch else "#555555")
 
-    left_cells, right_cells = [], []
+    left_cells, right_cells, notes = [], [], []
     for r in range(n):
         y = r * BAND_PITCH
         ax.text(-0.3, y + 0.5, names[r], ha="right", va="center", fontsize=font,
@@ -119,6 +121,10 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
         left_cells.append([cell(k, y, f"sent:rank{r}:{k}") for k in range(len(sent[r] or []))])
         size = len(written_after[r] or written_before[r] or [])
         right_cells.append([cell(right_x + k, y, f"written:rank{r}:{k}") for k in range(size)])
+        if undefined[r] and right_cells[r]:
+            notes.append(ax.text(right_x + len(right_cells[r]) + 0.2, y + 0.5, "undefined",
+                                 va="center", fontsize=font * 0.9, color="#6b6b6b",
+                                 fontstyle="italic", visible=False))
         for x, texts in ((0, sent[r]), (right_x, written_after[r] or written_before[r])):
             if texts is None:
                 ax.text(x + 0.1, y + 0.5, "None (not passed)", va="center",
@@ -149,9 +155,10 @@ def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
             texts = written_after[r] if last else written_before[r]
             for k, (box, label) in enumerate(right_cells[r]):
                 text = texts[k] if texts and k < len(texts) else ""
-                hatch = "////" if last and undefined_after(collective, r, params,
-                                                           written_arg) else None
+                hatch = "////" if last and undefined[r] else None
                 paint(box, label, text, UNDEFINED_FACE if hatch else None, hatch)
+        for note_text in notes:
+            note_text.set_visible(last)
         flying = 1 <= i <= travel_frames
         for token, (x0, y0), (x1, y1) in flights:
             token.set_visible(flying)
