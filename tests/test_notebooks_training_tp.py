@@ -168,7 +168,8 @@ def test_pipeline_parallel_notebook(n_ranks, tmp_path, monkeypatch):
             drawn = sorted((k, x0, x1) for k, x0, x1 in last[schedule][r])
             wanted = sorted((e[0], e[2], e[3]) for e in events if e[3] > e[2])
             assert [k for k, *_ in drawn] == [k for k, *_ in wanted]
-            assert [x for _, *x in drawn] == pytest.approx([x for _, *x in wanted], abs=1e-9)
+            assert [x for _, *ends in drawn for x in ends] == pytest.approx(
+                [x for _, *ends in wanted for x in ends], abs=1e-9)
 
 
 # ------------------------------------------------------------------ notebook 19
