@@ -238,3 +238,13 @@ def test_shown_html_is_self_contained_light_and_says_what_its_last_frame_shows(m
     assert int(match.group(1)) == anim.frame_count
     assert json.loads(html.unescape(match.group(2))) == json.loads(json.dumps(expected_last))
     assert not matplotlib.pyplot.fignum_exists(anim._fig.number)   # closed: shown once
+
+
+def test_an_animation_too_heavy_for_the_page_is_refused_not_cut(monkeypatch):
+    from helpers.animations import core
+
+    monkeypatch.setattr(core, "EMBED_LIMIT_MB", 0.05)     # ~2 frames of this size
+    anim = animate_record(model_record("all_to_all", 4))
+    with pytest.raises(ValueError, match=r"only \d+ of 6 frames fit in 0.05 MB"):
+        show_animation(anim)
+    matplotlib.pyplot.close("all")
