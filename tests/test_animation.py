@@ -175,7 +175,19 @@ def test_ring_animation_shows_measured_values_and_refuses_missing_steps():
     measured[-1, 1, 0] = 7.0                      # what a buggy ring would have kept
     assert read_frame(animate_ring(trace, measured), 8)["ranks"][1][0] == "7"
     with pytest.raises(ValueError, match="every step kept"):
-        animate_ring(trace, measured[:3])
+        animate_ring(trace, measured[:, :2])
+    with pytest.raises(ValueError, match="every step kept"):
+        animate_ring(trace, measured[:1])
+
+
+def test_ring_animation_of_an_unfinished_exercise_shows_the_states_kept():
+    trace = ring_model(example_data(4))
+    kept = trace.tensors()[:4]              # phase 1 only: the all-gather not written yet
+    frames = all_frames(animate_ring(trace, kept))
+    assert len(frames) == 1 + 2 * 3
+    assert frames[-1]["ranks"] == ring_texts(kept[-1], 4)
+    assert "only 4 of 7 states kept" in frames[-1]["title"]
+    matplotlib.pyplot.close("all")
     matplotlib.pyplot.close("all")
 
 

@@ -25,13 +25,19 @@ IN_FLIGHT_UP_TO = 4   # ranks: beyond, one frame per step only (the page stays l
 def animate_ring(trace: RingTrace, measured: Any = None, dpi: int = 60) -> FuncAnimation:
     """Frames: start, then per step (in flight, after the step); `measured` is
     (steps, rank, elements) as helpers.ring.gathered_states returns (default: the model).
-    Beyond IN_FLIGHT_UP_TO ranks a step is one frame, the state after it."""
+    Beyond IN_FLIGHT_UP_TO ranks a step is one frame, the state after it. Fewer states
+    than the ring has (an unfinished exercise): those kept, and the title says so."""
     expected = trace.tensors()
     shown = expected if measured is None else np.asarray(measured, dtype=np.float64)
-    if shown.shape != expected.shape:
+    n, steps, missing = trace.world_size, trace.steps, ""
+    partial = shown.ndim == 3 and shown.shape[1:] == expected.shape[1:]
+    if partial and 1 < len(shown) < len(steps):
+        # an unfinished exercise: animate the states that were kept, and say so
+        missing = f" · only {len(shown)} of {len(steps)} states kept"
+        steps = steps[:len(shown)]
+    elif shown.shape != expected.shape:
         raise ValueError(f"the measured states have shape {shown.shape} (steps, ranks, "
                          f"elements), the ring needs {expected.shape}: every step kept?")
-    n, steps = trace.world_size, trace.steps
     chunks = shown.reshape(len(steps), n, n, -1)
     texts = [[[_chunk_text(chunks[s, r, c]) for c in range(n)] for r in range(n)]
              for s in range(len(steps))]
@@ -108,7 +114,7 @@ def animate_ring(trace: RingTrace, measured: Any = None, dpi: int = 60) -> FuncA
                 tokens[r].set_position(((start[0] + end[0]) / 2, (start[1] + end[1]) / 2))
                 arrows[r].set_positions(start, end)
         what = "start" if s == 0 else step.label + (", in flight" if in_flight else "")
-        title.set_text(f"ring all-reduce · {what} ({i + 1}/{frame_count})")
+        title.set_text(f"ring all-reduce · {what} ({i + 1}/{frame_count}){missing}")
 
     def read_drawn() -> dict:
         return {"title": title.get_text(),
