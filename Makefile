@@ -62,17 +62,26 @@ test: $(INSTALLED)
 test-quick: $(INSTALLED)
 	$(PYTHON) -m pytest -m "not notebook" $(PYTEST_ARGS)
 
-# JupyterLab on loopback only. Jupyter refuses to start as root without --allow-root
-# (containers, classroom VMs run as root); the flag changes nothing for other users.
+# JupyterLab on loopback only (the browser needs HTTP: 127.0.0.1, a token), its kernels on
+# unix sockets (--KernelManager.transport=ipc) in Jupyter's owner-only runtime folder, and
+# every file it creates private (umask 077). Jupyter refuses to start as root without
+# --allow-root (containers, classroom VMs run as root); the flag changes nothing for other
+# users. The kernel is registered once, when the environment is installed, so a user who
+# may not write to a shared environment can still run `make lab` from it.
 # LAB_PORT, LAB_TOKEN (default: Jupyter generates one and prints the URL) and LAB_ARGS
 # (more jupyterlab options, e.g. --no-browser) pass through.
 LAB_PORT ?= 8888
 LAB_TOKEN ?=
 LAB_ARGS ?=
-lab: $(INSTALLED)
+KERNEL_SPEC := $(ENV_DIR)/share/jupyter/kernels/nccl-notebooks/kernel.json
+
+$(KERNEL_SPEC): $(INSTALLED)
 	$(PYTHON) -m ipykernel install --sys-prefix --name nccl-notebooks \
 		--display-name "Python (nccl-notebooks)"
-	exec $(PYTHON) -m jupyterlab --ip=127.0.0.1 --port=$(LAB_PORT) --ServerApp.allow_root=True \
+
+lab: $(KERNEL_SPEC)
+	umask 077 && exec $(PYTHON) -m jupyterlab --ip=127.0.0.1 --port=$(LAB_PORT) \
+		--ServerApp.allow_root=True --KernelManager.transport=ipc \
 		$(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) $(LAB_ARGS) notebooks
 
 gpu-check: $(INSTALLED)
