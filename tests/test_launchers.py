@@ -15,7 +15,7 @@ import psutil
 import pytest
 from ipyparallel.cluster import launcher as ipp_launcher
 
-from helpers.runtime import launchers
+from helpers.runtime import launchers, unix_sockets
 from helpers.runtime.launchers import (
     LAUNCHERS, LaunchPlan, apply, cluster_options, interface_address, rank_from_environment,
     resolve_launcher,
@@ -94,10 +94,10 @@ def _assert_unix_socket_controller(plan: LaunchPlan) -> None:
     assert kwargs["n"] == plan.n_ranks
     assert kwargs["controller_args"] == ["--IPController.transport=ipc"]
     prefix = Path(kwargs["controller_ip"])
-    assert prefix.parent == launchers.private_socket_dir()
+    assert prefix.parent == unix_sockets.private_socket_dir()
     assert prefix.parent.stat().st_mode & 0o777 == 0o700
     assert plan.config["LocalControllerLauncher"] == {
-        "controller_cmd": [sys.executable, "-m", "helpers.runtime.launchers", "controller"]}
+        "controller_cmd": [sys.executable, "-m", "helpers.runtime.unix_sockets", "controller"]}
 
 
 @pytest.mark.parametrize("launcher", ["local", "mpi"])
@@ -202,6 +202,7 @@ def test_slurm_controller_in_a_job_listens_on_the_interface():
     plan = cluster_options("slurm", 4, interface="lo", gpus_per_node=4)
     assert plan.cluster_kwargs["controller_launcher_class"] == "slurm"
     assert "controller_ip" not in plan.cluster_kwargs  # the node's address is found there
+    assert "controller_args" not in plan.cluster_kwargs  # TCP: engines on other nodes
     template = plan.config["SlurmControllerLauncher"]["batch_template"]
     assert "psutil.net_if_addrs()" in template and template.rstrip().endswith(
         '{program_and_args} --ip="$IP"')

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from ipyparallel.controller.app import IPController
 
-from helpers.runtime import engine, launchers
+from helpers.runtime import engine, unix_sockets
 from helpers.runtime.cluster import start_cluster
 from helpers.runtime.processes import cluster_processes
 
@@ -31,18 +31,18 @@ def runtime_dir(tmp_path, monkeypatch):
 
 
 def test_private_socket_dir_is_made_owner_only(runtime_dir):
-    folder = launchers.private_socket_dir()
+    folder = unix_sockets.private_socket_dir()
     assert folder == runtime_dir / "nccl-notebooks"
     info = folder.lstat()
     assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == os.getuid()
-    assert launchers.private_socket_dir() == folder  # found again, not refused
+    assert unix_sockets.private_socket_dir() == folder  # found again, not refused
 
 
 def test_private_socket_dir_refuses_an_open_folder(runtime_dir):
     (runtime_dir / "nccl-notebooks").mkdir(mode=0o755)
     os.chmod(runtime_dir / "nccl-notebooks", 0o755)
     with pytest.raises(RuntimeError, match="other users.*755.*chmod 700"):
-        launchers.private_socket_dir()
+        unix_sockets.private_socket_dir()
 
 
 def test_private_socket_dir_refuses_a_link(runtime_dir, tmp_path_factory):
@@ -50,14 +50,14 @@ def test_private_socket_dir_refuses_a_link(runtime_dir, tmp_path_factory):
     elsewhere.chmod(0o700)
     (runtime_dir / "nccl-notebooks").symlink_to(elsewhere)
     with pytest.raises(RuntimeError, match="not a folder of this user"):
-        launchers.private_socket_dir()
+        unix_sockets.private_socket_dir()
 
 
 def test_private_socket_dir_without_xdg_runtime_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(launchers.tempfile, "tempdir", None)  # re-read TMPDIR
-    assert launchers.private_socket_dir() == tmp_path / f"nccl-notebooks-{os.getuid()}"
+    monkeypatch.setattr(unix_sockets.tempfile, "tempdir", None)  # re-read TMPDIR
+    assert unix_sockets.private_socket_dir() == tmp_path / f"nccl-notebooks-{os.getuid()}"
 
 
 def test_socket_prefix_too_long_is_an_error(monkeypatch, tmp_path):
@@ -65,7 +65,32 @@ def test_socket_prefix_too_long_is_an_error(monkeypatch, tmp_path):
     deep.mkdir()
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
     with pytest.raises(RuntimeError, match="too long.*XDG_RUNTIME_DIR"):
-        launchers.controller_socket_prefix()
+        unix_sockets.controller_socket_prefix()
+
+
+def test_remove_stale_sockets_only_dead_and_old_ones(runtime_dir):
+    import socket
+    import time
+
+    folder = unix_sockets.private_socket_dir()
+
+    def bound(name: str) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(folder / name))
+        return sock
+
+    live = bound("ipp-live:1")
+    live.listen(1)
+    bound("ipp-dead:1").close()       # its file stays: nothing listens on it
+    bound("ipp-young:1").close()
+    old = time.time() - 3600
+    for name in ("ipp-live:1", "ipp-dead:1"):
+        os.utime(folder / name, (old, old), follow_symlinks=False)
+    try:
+        assert unix_sockets.remove_stale_sockets(folder) == 1
+        assert sorted(p.name for p in folder.iterdir()) == ["ipp-live:1", "ipp-young:1"]
+    finally:
+        live.close()
 
 
 # --- why the controller is ours ----------------------------------------------------------
@@ -86,7 +111,7 @@ def test_upstream_controller_and_engines_spell_ipc_urls_differently():
     client_source = inspect.getsource(ipp_client.Client)
     assert "f\"{info['interface']}:{info[key]}\"" in engine_source
     assert "f\"{cfg['interface']}:{cfg[key]}\"" in client_source
-    assert launchers.ipc_url("ipc:///private/ipp", 5) == "ipc:///private/ipp:5"
+    assert unix_sockets.ipc_url("ipc:///private/ipp", 5) == "ipc:///private/ipp:5"
 
 
 # --- a real cluster ----------------------------------------------------------------------
@@ -105,7 +130,7 @@ def _role(proc: psutil.Process) -> str:
         return "nanny"
     if "ipyparallel.engine" in command:
         return "engine"
-    if launchers.CONTROLLER_MODULE in command:
+    if unix_sockets.CONTROLLER_MODULE in command:
         return "controller"   # the controller and its scheduler processes
     return command
 
@@ -114,6 +139,7 @@ def test_cluster_listens_on_unix_sockets_except_nannies_store_and_gloo():
     me = psutil.Process()
     mine_before = set(_tcp_listeners(me))
     cluster = start_cluster(N_RANKS, "gloo", quiet=True, warm=False, launcher="local")
+    prefix = Path(cluster._ipp_cluster.controller_ip)
     try:
         cluster.run("t = torch.ones(3) * (rank + 1)\ndist.all_reduce(t)")
         assert cluster.values("t") == [[10.0] * 3] * N_RANKS
@@ -126,7 +152,6 @@ def test_cluster_listens_on_unix_sockets_except_nannies_store_and_gloo():
         # the controller and its schedulers: no TCP at all; unix sockets, owner-only
         for proc in by_role["controller"]:
             assert _tcp_listeners(proc) == [], (proc.cmdline(), _tcp_listeners(proc))
-        prefix = Path(cluster._ipp_cluster.controller_ip)
         sockets = list(prefix.parent.glob(prefix.name + ":*"))
         assert len(sockets) >= 10, sockets   # registration, control, mux, task, iopub, ...
         assert stat.S_IMODE(prefix.parent.stat().st_mode) == 0o700
@@ -160,4 +185,6 @@ def test_cluster_listens_on_unix_sockets_except_nannies_store_and_gloo():
         assert set(_tcp_listeners(me)) <= mine_before
     finally:
         cluster.stop()
+    # the controller removes its socket files when it stops
+    assert not list(prefix.parent.glob(prefix.name + ":*")), "socket files left after stop()"
 

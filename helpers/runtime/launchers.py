@@ -9,9 +9,8 @@ The notebook side builds a `LaunchPlan` (data; only the owner-only socket folder
 made). The engine side needs only `rank_from_environment()`, which reads the ranks that
 mpiexec or srun gave the process (stdlib only).
 
-On one host (local, mpi) the controller listens on unix sockets in an owner-only folder
-(`private_socket_dir`), not on loopback TCP, which every local user can reach. It runs as
-`python -m helpers.runtime.launchers controller`: see `construct_url` below for why.
+On one host (local, mpi) the controller listens on unix sockets in an owner-only folder,
+not on loopback TCP, which every local user can reach: helpers/runtime/unix_sockets.py.
 """
 from __future__ import annotations
 
@@ -19,17 +18,14 @@ import copy
 import functools
 import math
 import os
-import secrets
 import shlex
 import shutil
 import socket
-import stat
 import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from helpers.runtime import unix_sockets
 
 if TYPE_CHECKING:  # engines import this module too: keep ipyparallel off its import path
     import ipyparallel as ipp
@@ -43,16 +39,12 @@ SLURM_ENGINES = "SlurmEngineSetLauncher"
 SLURM_CONTROLLER = "SlurmControllerLauncher"
 LOCAL_ENGINES = "LocalEngineSetLauncher"
 LOCAL_CONTROLLER = "LocalControllerLauncher"
-
-# The controller's unix sockets: `python -m helpers.runtime.launchers controller`.
-CONTROLLER_MODULE = "helpers.runtime.launchers"
 IPC_ARGS = ["--IPController.transport=ipc"]
 # Engines: no heartbeat monitor socket (ipyparallel binds it on loopback TCP; with 0 the
 # engine no longer exits by itself when the controller is gone: stop() and the reaper
 # end it). The nanny stays: notebook 13 counts the engines a crash leaves, which the
 # nanny reports at once (its relay socket stays on TCP, hard-coded in ipyparallel).
 ENGINE_IPC_ARGS = ["--IPEngine.max_heartbeat_misses=0"]
-SOCKET_PATH_MAX = 100   # sun_path holds 108 bytes on Linux, 104 on macOS
 
 
 @dataclass(frozen=True)
@@ -92,39 +84,6 @@ def resolve_launcher(name: str | None = None) -> str:
         raise ValueError(
             f"{source} must be one of {', '.join(LAUNCHERS)}, not {raw!r}")
     return chosen
-
-
-def private_socket_dir() -> Path:
-    """An owner-only (0700) folder for unix sockets, made if missing.
-
-    $XDG_RUNTIME_DIR/nccl-notebooks when that is set (a per-user folder already), else
-    <temp dir>/nccl-notebooks-<uid>. A folder of that name that another user owns, that
-    is a link, or that others can enter is refused: /tmp is shared.
-    """
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
-    folder = (Path(runtime) / "nccl-notebooks" if runtime and os.path.isdir(runtime)
-              else Path(tempfile.gettempdir()) / f"nccl-notebooks-{os.getuid()}")
-    try:
-        folder.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
-    info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise RuntimeError(f"{folder} is not a folder of this user: remove it, or set "
-                           "XDG_RUNTIME_DIR to a private folder")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        raise RuntimeError(f"{folder} can be entered by other users "
-                           f"(mode {stat.S_IMODE(info.st_mode):o}): chmod 700 it")
-    return folder
-
-
-def controller_socket_prefix() -> str:
-    """A fresh path prefix for one controller's sockets (`<prefix>:<port>` each)."""
-    prefix = str(private_socket_dir() / f"ipp-{secrets.token_hex(4)}")
-    if len(prefix) + len(":65535") > SOCKET_PATH_MAX:
-        raise RuntimeError(f"unix socket paths under {prefix} would be too long for the OS: "
-                           "set XDG_RUNTIME_DIR (or TMPDIR) to a shorter folder")
-    return prefix
 
 
 def interface_address(name: str) -> str:
@@ -292,10 +251,11 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
             raise ValueError(f"the {launcher} launcher runs on one host over loopback "
                              f"('lo'), not {interface!r}: use launcher='slurm'")
         env = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
-        kwargs: dict[str, Any] = {"n": n_ranks, "controller_ip": controller_socket_prefix(),
+        kwargs: dict[str, Any] = {"n": n_ranks,
+                                  "controller_ip": unix_sockets.controller_socket_prefix(),
                                   "controller_args": list(IPC_ARGS)}
         engines = {"environment": env, "engine_args": list(ENGINE_IPC_ARGS)}
-        config = {LOCAL_CONTROLLER: {"controller_cmd": controller_command()}}
+        config = {LOCAL_CONTROLLER: {"controller_cmd": unix_sockets.controller_command()}}
         if launcher == "local":
             config[LOCAL_ENGINES] = engines
         else:
@@ -325,40 +285,6 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
     else:
         kwargs["controller_ip"] = address
     return LaunchPlan("slurm", n_ranks, kwargs, config, address, interface)
-
-
-def controller_command(python: str | None = None) -> list[str]:
-    """The command that starts the controller of a local or mpi plan."""
-    return [python or sys.executable, "-m", CONTROLLER_MODULE, "controller"]
-
-
-def ipc_url(interface: str, port: int | str) -> str:
-    """Where ipyparallel 9.2's engines and client look for a channel: `<interface>:<port>`
-    (engine/app.py `url`, client/client.py), for ipc:// as for tcp://."""
-    return f"{interface}:{port}"
-
-
-def run_controller(argv: list[str] | None = None) -> None:
-    """ipyparallel's controller, binding its ipc sockets where engines and clients look.
-
-    ipyparallel 9.2's controller names an ipc socket `<interface>-<port>`
-    (IPController.construct_url) while its engines and client connect to
-    `<interface>:<port>`, so with transport=ipc no engine ever registers. This one
-    names them as the engines do; tests/test_private_sockets.py checks both spellings.
-    """
-    from ipyparallel.controller.app import IPController
-
-    class UnixSocketController(IPController):
-        def construct_url(self, kind: str, channel: str, index=None) -> str:
-            url = super().construct_url(kind, channel, index)
-            info = {"engine": self.engine_info, "client": self.client_info,
-                    "internal": self.internal_info}[kind]
-            interface = info["interface"]
-            if not interface.startswith("ipc://"):
-                return url
-            return ipc_url(interface, url[len(interface) + 1:])
-
-    UnixSocketController.launch_instance(argv)
 
 
 def apply(plan: LaunchPlan, cluster: "ipp.Cluster") -> "ipp.Cluster":
@@ -404,8 +330,3 @@ def rank_from_environment() -> tuple[int, int, int] | None:
             return rank, local_rank, world_size
     return None
 
-
-if __name__ == "__main__":
-    if sys.argv[1:2] != ["controller"]:
-        sys.exit("usage: python -m helpers.runtime.launchers controller [ipcontroller options]")
-    run_controller(sys.argv[2:])
