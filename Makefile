@@ -79,7 +79,14 @@ $(KERNEL_SPEC): $(INSTALLED)
 	$(PYTHON) -m ipykernel install --sys-prefix --name nccl-notebooks \
 		--display-name "Python (nccl-notebooks)"
 
+# A unix socket's path holds at most 107 bytes: the kernels' must fit, or they cannot start.
+LAB_SOCKET_CHECK := import sys; from jupyter_core.paths import jupyter_runtime_dir as folder; \
+	n = len(folder()) + len("/kernel-00000000-0000-0000-0000-000000000000-ipc-99"); \
+	n <= 107 or sys.exit(f"make lab: the kernels\x27 unix sockets in {folder()} would have " \
+	f"paths of {n} > 107 characters: set JUPYTER_RUNTIME_DIR to a shorter folder")
+
 lab: $(KERNEL_SPEC)
+	@$(PYTHON) -c '$(LAB_SOCKET_CHECK)'
 	umask 077 && exec $(PYTHON) -m jupyterlab --ip=127.0.0.1 --port=$(LAB_PORT) \
 		--ServerApp.allow_root=True --KernelManager.transport=ipc \
 		$(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) $(LAB_ARGS) notebooks

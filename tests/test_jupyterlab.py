@@ -9,6 +9,12 @@ and the page must show a ✓ line for each of the 4 ranks and the plot. Then the
 cluster is started once more (the notebook's own teardown already ran) and the
 kernel is shut down through the REST API, as closing a notebook would: no engine
 may outlive it. The notebook file is never saved: it stays output-free.
+
+`make lab` is also run as root and as an unprivileged user (created when the tests run
+as root): its kernel must be on unix sockets (connection file, socket modes) with one TCP
+listener only (ipykernel's IOPub pipe), run a 2-rank cluster, and leave no process.
+Notebook 00's start cell must show "engines registered n/N" while it waits, then only
+its summary.
 """
 from __future__ import annotations
 
@@ -131,8 +137,11 @@ def make_lab(work: Path, user: str | None = None, env_dir: Path | None = None):
     its IPYTHONDIR."""
     port, token = _free_port(), secrets.token_hex(16)
     dirs = {name: work / name.lower() for name in LAB_DIRS}
+    # Kernel socket paths must fit in 107 bytes: a short folder, which Jupyter makes 0700
+    short = Path(tempfile.mkdtemp(prefix="nccl-jr-"))
+    dirs["JUPYTER_RUNTIME_DIR"] = short / "runtime"
     for name, path in dirs.items():
-        if name != "JUPYTER_RUNTIME_DIR":   # Jupyter makes that one (0700) itself
+        if name != "JUPYTER_RUNTIME_DIR":
             path.mkdir()
     _write_settings(dirs["JUPYTERLAB_SETTINGS_DIR"])
     env = dict(os.environ, **{k: str(v) for k, v in dirs.items()})
@@ -140,10 +149,10 @@ def make_lab(work: Path, user: str | None = None, env_dir: Path | None = None):
     if user is not None:
         import pwd
 
-        account = pwd.getpwnam(user)
         _give_to(user, work)
+        _give_to(user, short)
         env.pop("XDG_RUNTIME_DIR", None)   # this user's, not ours
-        env.update(HOME=account.pw_dir, USER=user, LOGNAME=user)
+        env.update(HOME=pwd.getpwnam(user).pw_dir, USER=user, LOGNAME=user)
         prefix = ["runuser", "-u", user, "--"]
     log = work / "lab.log"
     lab_args = ["--no-browser", "--ServerApp.port_retries=0",
@@ -181,6 +190,7 @@ def make_lab(work: Path, user: str | None = None, env_dir: Path | None = None):
             server.wait(timeout=15)
         # Whatever a failure left behind (kernel, engines, reaper): end it.
         browser.end_processes(browser.processes_with_env("IPYTHONDIR", str(dirs["IPYTHONDIR"])))
+        shutil.rmtree(short, ignore_errors=True)
 
 
 def _give_to(user: str, folder: Path) -> None:
@@ -319,6 +329,17 @@ print("RESULT " + json.dumps({"pid": os.getpid(), "uid": os.getuid(), "values": 
 """
 
 
+def test_make_lab_refuses_a_runtime_folder_too_deep_for_unix_sockets(tmp_path):
+    deep = tmp_path / ("r" * 60)
+    started = time.monotonic()
+    done = subprocess.run(["make", "--no-print-directory", "lab", "LAB_PORT=1",
+                           f"ENV_DIR={sys.prefix}"], cwd=REPO, capture_output=True, text=True,
+                          env=dict(os.environ, JUPYTER_RUNTIME_DIR=str(deep)), timeout=120)
+    assert done.returncode != 0 and time.monotonic() - started < 60
+    assert f"unix sockets in {deep}" in done.stderr and "JUPYTER_RUNTIME_DIR" in done.stderr, \
+        done.stderr
+
+
 def _lab_user(who: str) -> str | None:
     """The account `make lab` runs as: None for whoever runs the tests."""
     is_root = os.geteuid() == 0
@@ -446,3 +467,76 @@ def test_make_lab_kernels_on_unix_sockets(who):
                                    f"every process of {user} to end")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --- live start-up progress (helpers.runtime.cluster, issue 15) ---------------------------
+
+NB_START = NOTEBOOKS / "00_ranks_and_world.ipynb"
+PROGRESS = re.compile(r"engines registered.*?(\d+)\s*/\s*(\d+)|(\d+)\s*/\s*(\d+)[^\n]*?"
+                      r"engines registered", re.S)
+START_CELL_S = 300
+
+# Records every text the start cell's output area shows, as it changes (MutationObserver:
+# a count that changes faster than a poll would still be seen).
+WATCH_START_CELL_JS = """() => {
+  const cell = [...document.querySelectorAll('.jp-CodeCell')]
+      .find(c => c.querySelector('.jp-InputArea')?.textContent.includes('cluster = start_cluster('));
+  if (!cell) return false;
+  window.__startCell = cell;
+  window.__startTexts = [];
+  const note = () => {
+    const area = cell.querySelector('.jp-OutputArea');
+    const text = area ? area.textContent : '';
+    const seen = window.__startTexts;
+    if (seen.length === 0 || seen[seen.length - 1] !== text) seen.push(text);
+  };
+  new MutationObserver(note).observe(cell, {childList: true, subtree: true, characterData: true});
+  note();
+  return true;
+}"""
+
+
+def test_start_cell_shows_engines_registering_then_only_the_summary(lab):
+    """While `start_cluster` waits for its engines, its cell shows "engines registered n/N";
+    the progress line is replaced by the summary ("... backend gloo ...") when it is done."""
+    base, token, ipythondir, log, server = lab
+    rel = NB_START.relative_to(NOTEBOOKS).as_posix()
+    with browser.chromium() as chromium:
+        context = chromium.new_context(viewport=browser.VIEWPORT)
+        try:
+            page = context.new_page()
+            page.goto(f"{base}/lab/tree/{rel}?reset&token={token}",
+                      wait_until="domcontentloaded", timeout=120_000)
+            idle = page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle"))
+            idle.first.wait_for(timeout=KERNEL_IDLE_MS)
+            assert page.evaluate(WATCH_START_CELL_JS), "no start_cluster cell in notebook 00"
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+            def texts() -> list[str]:
+                return page.evaluate("() => window.__startTexts")
+
+            def start_cell_done():
+                seen = texts()
+                if "Traceback" in seen[-1]:
+                    pytest.fail(f"the start cell failed:\n{seen[-1][-3000:]}")
+                return seen if "backend gloo" in seen[-1] else None
+
+            browser.wait_until(start_cell_done, START_CELL_S, "the start cell's summary", 0.2)
+            browser.wait_until(  # the cell has finished: its prompt has a number
+                lambda: re.fullmatch(r"\[\d+\]:", page.evaluate(
+                    "() => window.__startCell.querySelector('.jp-InputPrompt')"
+                    ".textContent.trim()")), 60, "the start cell to finish")
+            seen = texts()
+            final = seen[-1]
+            summary_at = next(i for i, text in enumerate(seen) if "backend gloo" in text)
+            counts = [(m.group(1) or m.group(3), m.group(2) or m.group(4))
+                      for text in seen[:summary_at] for m in PROGRESS.finditer(text)]
+            assert counts, f"no 'engines registered n/N' before the summary; shown: {seen}"
+            assert all(total == str(N_RANKS) for _, total in counts), counts
+            assert "engines registered" not in final, f"progress left in the output:\n{final}"
+        finally:
+            context.close()   # never saves the notebook
+    _, kernels = _api(base, token, "/api/kernels")
+    for kernel in kernels:
+        _api(base, token, f"/api/kernels/{kernel['id']}", method="DELETE", timeout=60)
