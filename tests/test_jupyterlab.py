@@ -125,8 +125,8 @@ def _tail(path: Path, n: int = 3000) -> str:
     return ""
 
 
-LAB_DIRS = ["JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "JUPYTERLAB_SETTINGS_DIR",
-            "JUPYTERLAB_WORKSPACES_DIR", "TUTORIAL_RESULTS_DIR"]
+LAB_DIRS = ["JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
+            "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR", "TUTORIAL_RESULTS_DIR"]
 
 
 @contextlib.contextmanager
@@ -189,7 +189,8 @@ def make_lab(work: Path, user: str | None = None, env_dir: Path | None = None):
                 os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=15)
         # Whatever a failure left behind (kernel, engines, reaper): end it.
-        browser.end_processes(browser.processes_with_env("IPYTHONDIR", str(dirs["IPYTHONDIR"])))
+        ipythondir = str(dirs["IPYTHONDIR"])
+        browser.end_processes(browser.processes_with_env("IPYTHONDIR", ipythondir))
         shutil.rmtree(short, ignore_errors=True)
 
 
@@ -479,8 +480,8 @@ START_CELL_S = 300
 # Records every text the start cell's output area shows, as it changes (MutationObserver:
 # a count that changes faster than a poll would still be seen).
 WATCH_START_CELL_JS = """() => {
-  const cell = [...document.querySelectorAll('.jp-CodeCell')]
-      .find(c => c.querySelector('.jp-InputArea')?.textContent.includes('cluster = start_cluster('));
+  const cell = [...document.querySelectorAll('.jp-CodeCell')].find(c =>
+      c.querySelector('.jp-InputArea')?.textContent.includes('cluster = start_cluster('));
   if (!cell) return false;
   window.__startCell = cell;
   window.__startTexts = [];
@@ -490,7 +491,8 @@ WATCH_START_CELL_JS = """() => {
     const seen = window.__startTexts;
     if (seen.length === 0 || seen[seen.length - 1] !== text) seen.push(text);
   };
-  new MutationObserver(note).observe(cell, {childList: true, subtree: true, characterData: true});
+  new MutationObserver(note).observe(cell,
+      {childList: true, subtree: true, characterData: true});
   note();
   return true;
 }"""

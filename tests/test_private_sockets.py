@@ -145,7 +145,8 @@ def test_cluster_listens_on_unix_sockets_except_nannies_store_and_gloo():
         assert cluster.values("t") == [[10.0] * 3] * N_RANKS
         procs = cluster_processes(cluster.cluster_id)
         roles = {proc.pid: _role(proc) for proc in procs}
-        by_role = {role: [p for p in procs if roles[p.pid] == role] for role in set(roles.values())}
+        by_role = {role: [p for p in procs if roles[p.pid] == role]
+                   for role in set(roles.values())}
         assert sorted(by_role) == ["controller", "engine", "nanny"], roles
         assert len(by_role["engine"]) == len(by_role["nanny"]) == N_RANKS
 

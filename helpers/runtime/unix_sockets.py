@@ -122,5 +122,5 @@ def run_controller(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["controller"]:
-        sys.exit("usage: python -m helpers.runtime.unix_sockets controller [ipcontroller options]")
+        sys.exit("usage: python -m helpers.runtime.unix_sockets controller [options]")
     run_controller(sys.argv[2:])
