@@ -62,17 +62,33 @@ test: $(INSTALLED)
 test-quick: $(INSTALLED)
 	$(PYTHON) -m pytest -m "not notebook" $(PYTEST_ARGS)
 
-# JupyterLab on loopback only. Jupyter refuses to start as root without --allow-root
-# (containers, classroom VMs run as root); the flag changes nothing for other users.
+# JupyterLab on loopback only (the browser needs HTTP: 127.0.0.1, a token), its kernels on
+# unix sockets (--KernelManager.transport=ipc) in Jupyter's owner-only runtime folder, and
+# every file it creates private (umask 077). Jupyter refuses to start as root without
+# --allow-root (containers, classroom VMs run as root); the flag changes nothing for other
+# users. The kernel is registered once, when the environment is installed, so a user who
+# may not write to a shared environment can still run `make lab` from it.
 # LAB_PORT, LAB_TOKEN (default: Jupyter generates one and prints the URL) and LAB_ARGS
 # (more jupyterlab options, e.g. --no-browser) pass through.
 LAB_PORT ?= 8888
 LAB_TOKEN ?=
 LAB_ARGS ?=
-lab: $(INSTALLED)
+KERNEL_SPEC := $(ENV_DIR)/share/jupyter/kernels/nccl-notebooks/kernel.json
+
+$(KERNEL_SPEC): $(INSTALLED)
 	$(PYTHON) -m ipykernel install --sys-prefix --name nccl-notebooks \
 		--display-name "Python (nccl-notebooks)"
-	exec $(PYTHON) -m jupyterlab --ip=127.0.0.1 --port=$(LAB_PORT) --ServerApp.allow_root=True \
+
+# A unix socket's path holds at most 107 bytes: the kernels' must fit, or they cannot start.
+LAB_SOCKET_CHECK := import sys; from jupyter_core.paths import jupyter_runtime_dir as folder; \
+	n = len(folder()) + len("/kernel-00000000-0000-0000-0000-000000000000-ipc-99"); \
+	n <= 107 or sys.exit(f"make lab: the kernels\x27 unix sockets in {folder()} would have " \
+	f"paths of {n} > 107 characters: set JUPYTER_RUNTIME_DIR to a shorter folder")
+
+lab: $(KERNEL_SPEC)
+	@$(PYTHON) -c '$(LAB_SOCKET_CHECK)'
+	umask 077 && exec $(PYTHON) -m jupyterlab --ip=127.0.0.1 --port=$(LAB_PORT) \
+		--ServerApp.allow_root=True --KernelManager.transport=ipc \
 		$(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) $(LAB_ARGS) notebooks
 
 gpu-check: $(INSTALLED)

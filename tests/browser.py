@@ -146,3 +146,53 @@ def describe(procs: list[psutil.Process]) -> str:
         with contextlib.suppress(psutil.Error):
             lines.append(f"{proc.pid}: {' '.join(proc.cmdline())[:160]}")
     return "\n".join(lines)
+
+
+def execute_in_kernel(base: str, token: str, kernel_id: str, code: str,
+                      timeout_s: float) -> dict:
+    """Run `code` in a Jupyter server's kernel over its websocket, as a notebook page does.
+
+    Returns {"status": "ok" | "error", "stdout": ..., "stderr": ..., "error": traceback}.
+    Fails the test naming the code's first line after `timeout_s`.
+    """
+    import json
+    import uuid
+
+    import websocket  # websocket-client, a jupyter_server dependency
+
+    url = base.replace("http://", "ws://", 1) + f"/api/kernels/{kernel_id}/channels"
+    conn = websocket.create_connection(url, header=[f"Authorization: token {token}"],
+                                       timeout=timeout_s)
+    msg_id = uuid.uuid4().hex
+    conn.send(json.dumps({
+        "header": {"msg_id": msg_id, "username": "test", "session": uuid.uuid4().hex,
+                   "msg_type": "execute_request", "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": False,
+                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
+    }))
+    found = {"status": None, "stdout": "", "stderr": "", "error": ""}
+    idle = False
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not (found["status"] and idle):
+            conn.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                msg = json.loads(conn.recv())
+            except websocket.WebSocketTimeoutException:
+                pytest.fail(f"no reply after {timeout_s:g} s to {code.splitlines()[0]!r}; "
+                            f"so far: {found}")
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                found[content["name"]] += content["text"]
+            elif kind == "error":
+                found["error"] = "\n".join(content["traceback"])
+            elif kind == "execute_reply":
+                found["status"] = content["status"]
+            elif kind == "status" and content["execution_state"] == "idle":
+                idle = True
+    finally:
+        conn.close()
+    return found

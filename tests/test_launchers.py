@@ -5,15 +5,17 @@ import importlib.util
 import os
 import shutil
 import socket
+import sys
 import time
 from collections import namedtuple
+from pathlib import Path
 
 import ipyparallel as ipp
 import psutil
 import pytest
 from ipyparallel.cluster import launcher as ipp_launcher
 
-from helpers.runtime import launchers
+from helpers.runtime import launchers, unix_sockets
 from helpers.runtime.launchers import (
     LAUNCHERS, LaunchPlan, apply, cluster_options, interface_address, rank_from_environment,
     resolve_launcher,
@@ -76,10 +78,26 @@ def test_local_plan(monkeypatch):
     monkeypatch.setenv("TUTORIAL_IFNAME", "eth0")  # meant for slurm: ignored here
     plan = cluster_options(None, 4)
     assert plan.launcher == "local" and plan.n_ranks == 4
-    assert plan.cluster_kwargs == {"n": 4, "controller_ip": "127.0.0.1"}
+    _assert_unix_socket_controller(plan)
     assert plan.rendezvous_host == "127.0.0.1" and plan.interface == "lo"
-    assert plan.config == {"LocalEngineSetLauncher": {
-        "environment": {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}}}
+    assert plan.config["LocalEngineSetLauncher"] == {
+        "environment": {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"},
+        "engine_args": ["--IPEngine.max_heartbeat_misses=0"]}
+    # a fresh socket prefix per plan: two clusters never share a socket name
+    assert cluster_options(None, 4).cluster_kwargs["controller_ip"] != \
+        plan.cluster_kwargs["controller_ip"]
+
+
+def _assert_unix_socket_controller(plan: LaunchPlan) -> None:
+    """The controller of a one-host plan: ipc transport, sockets in an owner-only folder."""
+    kwargs = plan.cluster_kwargs
+    assert kwargs["n"] == plan.n_ranks
+    assert kwargs["controller_args"] == ["--IPController.transport=ipc"]
+    prefix = Path(kwargs["controller_ip"])
+    assert prefix.parent == unix_sockets.private_socket_dir()
+    assert prefix.parent.stat().st_mode & 0o777 == 0o700
+    assert plan.config["LocalControllerLauncher"] == {
+        "controller_cmd": [sys.executable, "-m", "helpers.runtime.unix_sockets", "controller"]}
 
 
 @pytest.mark.parametrize("launcher", ["local", "mpi"])
@@ -99,8 +117,10 @@ def test_bad_rank_count(n_ranks):
 def test_mpi_plan_as_root_and_not(monkeypatch, open_mpi, euid, root_flag):
     monkeypatch.setattr(os, "geteuid", lambda: euid)
     plan = cluster_options("mpi", 4)
-    assert plan.cluster_kwargs == {"n": 4, "controller_ip": "127.0.0.1",
-                                   "engine_launcher_class": "mpi"}
+    _assert_unix_socket_controller(plan)
+    assert plan.cluster_kwargs["engine_launcher_class"] == "mpi"
+    assert plan.config["MPIEngineSetLauncher"]["engine_args"] == [
+        "--IPEngine.max_heartbeat_misses=0"]
     assert plan.rendezvous_host == "127.0.0.1" and plan.interface == "lo"
     args = plan.config["MPIEngineSetLauncher"]["mpi_args"]
     assert args[0] == "--oversubscribe"
@@ -182,6 +202,7 @@ def test_slurm_controller_in_a_job_listens_on_the_interface():
     plan = cluster_options("slurm", 4, interface="lo", gpus_per_node=4)
     assert plan.cluster_kwargs["controller_launcher_class"] == "slurm"
     assert "controller_ip" not in plan.cluster_kwargs  # the node's address is found there
+    assert "controller_args" not in plan.cluster_kwargs  # TCP: engines on other nodes
     template = plan.config["SlurmControllerLauncher"]["batch_template"]
     assert "psutil.net_if_addrs()" in template and template.rstrip().endswith(
         '{program_and_args} --ip="$IP"')
@@ -256,7 +277,8 @@ def test_apply_puts_the_config_on_the_cluster(open_mpi, monkeypatch):
     before = cluster.config
     assert plan.apply(cluster) is cluster
     assert cluster.engine_launcher_class is ipp_launcher.MPIEngineSetLauncher
-    assert cluster.n == 3 and cluster.controller_ip == "127.0.0.1"
+    assert cluster.n == 3 and cluster.controller_ip == plan.cluster_kwargs["controller_ip"]
+    assert cluster.controller_args == ["--IPController.transport=ipc"]
     assert cluster.config.MPIEngineSetLauncher.mpi_args == plan.config[
         "MPIEngineSetLauncher"]["mpi_args"]
     assert "MPIEngineSetLauncher" not in before  # the shell's config is left alone
@@ -266,7 +288,7 @@ def test_apply_puts_the_config_on_the_cluster(open_mpi, monkeypatch):
     engines.n = 3
     assert engines.args[:7] == ["mpiexec", "-n", "3", "--oversubscribe",
                                 "--allow-run-as-root", "--mca", "btl"]
-    assert engines.args[-1] == "--mpi"
+    assert engines.args[-2:] == ["--mpi", "--IPEngine.max_heartbeat_misses=0"]
     assert engines.get_env()["GLOO_SOCKET_IFNAME"] == "lo"
 
 

@@ -5,9 +5,12 @@
     apply(plan, cluster)                 # launcher settings go on cluster.config
     cluster.start_and_connect_sync()
 
-The notebook side builds a `LaunchPlan` (pure data, nothing started). The engine
-side needs only `rank_from_environment()`, which reads the ranks that mpiexec or
-srun gave the process (stdlib only).
+The notebook side builds a `LaunchPlan` (data; only the owner-only socket folder is
+made). The engine side needs only `rank_from_environment()`, which reads the ranks that
+mpiexec or srun gave the process (stdlib only).
+
+On one host (local, mpi) the controller listens on unix sockets in an owner-only folder,
+not on loopback TCP, which every local user can reach: helpers/runtime/unix_sockets.py.
 """
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from helpers.runtime import unix_sockets
+
 if TYPE_CHECKING:  # engines import this module too: keep ipyparallel off its import path
     import ipyparallel as ipp
 
@@ -33,6 +38,13 @@ MPI_ENGINES = "MPIEngineSetLauncher"
 SLURM_ENGINES = "SlurmEngineSetLauncher"
 SLURM_CONTROLLER = "SlurmControllerLauncher"
 LOCAL_ENGINES = "LocalEngineSetLauncher"
+LOCAL_CONTROLLER = "LocalControllerLauncher"
+IPC_ARGS = ["--IPController.transport=ipc"]
+# Engines: no heartbeat monitor socket (ipyparallel binds it on loopback TCP; with 0 the
+# engine no longer exits by itself when the controller is gone: stop() and the reaper
+# end it). The nanny stays: notebook 13 counts the engines a crash leaves, which the
+# nanny reports at once (its relay socket stays on TCP, hard-coded in ipyparallel).
+ENGINE_IPC_ARGS = ["--IPEngine.max_heartbeat_misses=0"]
 
 
 @dataclass(frozen=True)
@@ -216,11 +228,13 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
                     mpiexec: str = "mpiexec") -> LaunchPlan:
     """The LaunchPlan for `n_ranks` engines started by `launcher`.
 
-    local: loopback everywhere. mpi: one host, controller on loopback, mpiexec
+    local: one host; the controller on unix sockets in an owner-only folder (made
+    here), torch's store and gloo on loopback. mpi: the same, engines by mpiexec
     with `--oversubscribe` (+ `--allow-run-as-root` as root) for Open MPI.
     slurm: engines by sbatch/srun, one task per GPU on ceil(n / gpus_per_node)
     nodes; the controller by sbatch too (controller="local": next to the notebook),
-    listening on `interface` (else $TUTORIAL_IFNAME; required).
+    listening on TCP on `interface` (else $TUTORIAL_IFNAME; required): engines on
+    other nodes cannot reach a unix socket.
 
     rendezvous_host is loopback for local/mpi; for slurm it is `interface`'s
     address *on this host*. Rank 0 runs on a compute node: resolve it there with
@@ -237,14 +251,17 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
             raise ValueError(f"the {launcher} launcher runs on one host over loopback "
                              f"('lo'), not {interface!r}: use launcher='slurm'")
         env = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
-        kwargs: dict[str, Any] = {"n": n_ranks, "controller_ip": LOOPBACK}
+        kwargs: dict[str, Any] = {"n": n_ranks,
+                                  "controller_ip": unix_sockets.controller_socket_prefix(),
+                                  "controller_args": list(IPC_ARGS)}
+        engines = {"environment": env, "engine_args": list(ENGINE_IPC_ARGS)}
+        config = {LOCAL_CONTROLLER: {"controller_cmd": unix_sockets.controller_command()}}
         if launcher == "local":
-            config = {LOCAL_ENGINES: {"environment": env}}
+            config[LOCAL_ENGINES] = engines
         else:
             kwargs["engine_launcher_class"] = "mpi"
-            config = {MPI_ENGINES: {"mpi_cmd": [mpiexec],
-                                    "mpi_args": mpi_args(mpi_flavor(mpiexec)),
-                                    "environment": env}}
+            config[MPI_ENGINES] = {"mpi_cmd": [mpiexec],
+                                   "mpi_args": mpi_args(mpi_flavor(mpiexec)), **engines}
         return LaunchPlan(launcher, n_ranks, kwargs, config, LOOPBACK, "lo")
 
     # slurm
@@ -312,3 +329,4 @@ def rank_from_environment() -> tuple[int, int, int] | None:
             rank, local_rank, world_size = (_int_env(name) for name in names)
             return rank, local_rank, world_size
     return None
+
