@@ -564,3 +564,87 @@ def test_cli_fit_prints_alpha_and_beta_per_collective():
         assert float(alpha) > 0 and float(beta) > 0 and float(error) >= 0, line
         fitted += 1
     assert fitted >= 1, proc.stdout[-2000:]
+
+
+# ------------------------------------------------------------------ make bench: settled ratios
+
+def test_bootstrap_spread_is_relative_and_grows_with_the_scatter():
+    from helpers.bench.ratios import bootstrap_spread
+    assert bootstrap_spread([1.0, 1.0, 1.0, 1.0, 1.0]) == 0.0
+    tight = bootstrap_spread([1.00, 1.01, 0.99, 1.02, 0.98, 1.00])
+    wide = bootstrap_spread([1.0, 1.3, 0.7, 1.2, 0.8, 1.0])
+    assert 0 < tight < 0.02 < 0.1 < wide
+    # relative: the same scatter around 2 is half as wide
+    assert bootstrap_spread([2.0, 2.3, 1.7, 2.2, 1.8, 2.0]) == pytest.approx(wide / 2)
+    assert bootstrap_spread([1.0]) == float("inf")
+    with pytest.raises(ValueError, match="finite and > 0"):
+        bootstrap_spread([1.0, 0.0, 2.0])
+
+
+def _fake_paths(base_noise: float, path_noise: float, seed: int = 0):
+    """Two 'measurements' of true values 10 and 12 (ratio 1.2) with relative noise."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    calls: list[str] = []
+
+    def make(name, value, noise):
+        def measure():
+            calls.append(name)
+            return value * (1 + noise * abs(rng.standard_normal()))
+        return measure
+    return calls, {"base": make("base", 10.0, base_noise), "path": make("path", 12.0, path_noise)}
+
+
+def test_settle_stops_once_the_spread_is_within_the_tolerance():
+    from helpers.bench.ratios import Group, Ratio, describe, settle
+    calls, measure = _fake_paths(0.01, 0.01)
+    group = settle(Group(measure, [Ratio("r", "path", "base")]), tolerance=0.05,
+                   min_repeats=5, max_repeats=30, budget_s=60)
+    ratio = group.ratios[0]
+    assert group.stopped == "settled" and group.repeats == 5 == len(ratio.values)
+    assert ratio.median == pytest.approx(1.2, rel=0.03) and ratio.spread <= 0.05
+    assert calls[:4] == ["base", "path", "path", "base"]       # adjacent, order alternating
+    assert "did not settle" not in describe(ratio) and describe(ratio).startswith("x1.2")
+
+
+def test_settle_says_when_a_ratio_never_settles():
+    from helpers.bench.ratios import Group, Ratio, describe, settle
+    _calls, measure = _fake_paths(0.01, 2.0, seed=1)   # one path all over the place
+    group = settle(Group(measure, [Ratio("r", "path", "base")]), tolerance=0.05,
+                   min_repeats=5, max_repeats=8, budget_s=60)
+    assert group.stopped == "cap of 8 repeats" and group.repeats == 8
+    assert group.ratios[0].spread > 0.05 and describe(group.ratios[0]).endswith(
+        "did not settle")
+
+
+def test_settle_stops_measuring_what_settled_and_refuses_bad_input():
+    from helpers.bench.ratios import Group, Ratio, settle
+    calls, measure = _fake_paths(0.0, 0.0)
+    measure["noisy"] = _fake_paths(0.0, 3.0, seed=2)[1]["path"]
+    group = settle(Group(measure, [Ratio("steady", "path", "base"),
+                                   Ratio("noisy", "noisy", "base")]),
+                   min_repeats=3, max_repeats=6, budget_s=60)
+    assert group.ratios[0].values == [1.2] * 3 and len(group.ratios[1].values) == 6
+    assert calls.count("path") == 3 and calls.count("base") == 6
+    with pytest.raises(ValueError, match="do not exist: \\['nothing'\\]"):
+        settle(Group(measure, [Ratio("x", "nothing", "base")]))
+    with pytest.raises(ValueError, match="tolerance"):
+        settle(Group(measure, [Ratio("x", "path", "base")]), tolerance=0)
+
+
+def test_bench_breakdown_keeps_the_stage_order_and_falls_back_to_one_stage():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "notebook_vs_torchrun", REPO / "benchmarks" / "notebook_vs_torchrun.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    staged = {"imports": 1.0, "controller": 2.0, "engines registered": 3.0,
+              "torch ready": 1.0, "group joined": 0.5, "first collective": 0.1, "stop": 1.0}
+    records = [{"stages": {k: v * f for k, v in staged.items()},
+                "python process (launch to exit)": 10.0 * f} for f in (1.0, 2.0, 3.0)]
+    medians = script.breakdown(records)
+    assert list(medians) == [*staged, "python process (launch to exit)"]
+    assert medians["controller"] == 4.0 and medians["python process (launch to exit)"] == 20.0
+    plain = [{"stages": {"imports": 1.0, "start": 5.0, "first collective": 0.2, "stop": 1.0},
+              "python process (launch to exit)": 9.0}]
+    assert list(script.breakdown(plain))[:4] == ["imports", "start", "first collective", "stop"]
