@@ -16,7 +16,8 @@ Four ratios, each measured in pairs, repeated until it holds still (helpers.benc
              the wall time of `torchrun --standalone` of benchmarks/torchrun_all_reduce.py.
 The ratio printed is the median of the repeats' ratios, with its spread (the half-width
 of the 90 % bootstrap interval of that median, relative to it); a pair stops once its
-spread is within ±tolerance (after --min-repeats), or at its cap: "did not settle".
+spread is within ±tolerance (after --min-repeats), or at its cap (--max-repeats, or its
+seconds, never before 3 repeats): "did not settle".
 Then where the cold and the warm start go, stage by stage (medians over the repeats).
 --html: `python -m tools.build --force` over the series, with and without --warm.
 Written to build/bench/notebook_vs_torchrun.json and .txt. Everything runs in a private
@@ -251,8 +252,8 @@ def main() -> int:
                         help="a ratio has settled when its spread is within ± this (0.05)")
     parser.add_argument("--min-repeats", type=int, default=5)
     parser.add_argument("--max-repeats", type=int, default=30)
-    parser.add_argument("--bw-budget", type=float, default=70.0,
-                        help="seconds at most for the busbw and latency pairs (70)")
+    parser.add_argument("--bw-budget", type=float, default=60.0,
+                        help="seconds at most for the busbw and latency pairs (60)")
     parser.add_argument("--start-budget", type=float, default=130.0,
                         help="seconds at most for the start pairs (130)")
     parser.add_argument("--bw-iters", type=int, default=8, help="64 MiB: timed calls")
@@ -353,13 +354,14 @@ def main() -> int:
              f"after >= {args.min_repeats} repeats",
              "busbw, latency: each measurement's fastest batch (the path's own cost: other "
              "processes only add time), then the median ratio; start: wall seconds"]
-    lines += ratio_lines(groups, units, args)
     mean_ratios = {m: mean_ratio(rows[f"notebook {m}"], rows[f"torchrun {m}"], key)
                    for m, key in (("busbw", "busbw"), ("latency", "time_us"))
                    if rows[f"notebook {m}"]}
+    lines += ratio_lines(groups[:1], units, args)
     if mean_ratios:
         lines.append("  the same pairs with the mean over all calls (nccl-tests' statistic, "
                      "noisier): " + ", ".join(f"{m} x{v:.3f}" for m, v in mean_ratios.items()))
+    lines += ratio_lines(groups[1:], units, args)
     stage_medians = {}
     for kind, record in records.items():
         if record:

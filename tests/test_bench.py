@@ -669,3 +669,20 @@ def test_bench_breakdown_keeps_the_stage_order_and_falls_back_to_one_stage():
     plain = [{"stages": {"imports": 1.0, "start": 5.0, "first collective": 0.2, "stop": 1.0},
               "python process (launch to exit)": 9.0}]
     assert list(script.breakdown(plain))[:4] == ["imports", "start", "first collective", "stop"]
+
+
+def test_settle_keeps_to_its_time_budget_after_three_repeats():
+    import time
+    from helpers.bench.ratios import FLOOR, Group, Ratio, settle
+
+    def slow(value):
+        def measure():
+            time.sleep(0.05)
+            return value * (1 + 0.5 * (time.perf_counter_ns() % 7) / 7)   # never settles
+        return measure
+    group = settle(Group({"a": slow(1.0), "b": slow(2.0)}, [Ratio("r", "b", "a")]),
+                   budget_s=0.01, max_repeats=30)
+    assert group.repeats == FLOOR == 3 and group.stopped.startswith("cap of 0 s")
+    group = settle(Group({"a": slow(1.0), "b": slow(2.0)}, [Ratio("r", "b", "a")]),
+                   budget_s=1.0, max_repeats=30)
+    assert 3 < group.repeats < 11 and group.stopped.startswith("cap of 1 s")

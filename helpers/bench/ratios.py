@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+FLOOR = 3
 SPREAD = "half-width of the 90% bootstrap interval of the median ratio, relative to it"
 
 
@@ -77,7 +78,8 @@ def settle(group: Group, tolerance: float = 0.05, min_repeats: int = 5,
            log: Callable[[str], None] = lambda _: None) -> Group:
     """Repeat the group's measurements until every ratio's spread is within `tolerance`
     (at least `min_repeats` repeats), or `max_repeats` repeats, or until one more repeat
-    (as long as the mean so far) would end past `budget_s` seconds.
+    (as long as the mean so far) would end past `budget_s` seconds; but never before
+    FLOOR repeats, the fewest that give a spread worth printing.
     A repeat measures only what an unsettled ratio needs; A and B of a ratio run
     one after the other, in an order reversed on every other repeat."""
     if not 0 < tolerance < 1 or min_repeats < 2 or max_repeats < min_repeats:
@@ -96,7 +98,7 @@ def settle(group: Group, tolerance: float = 0.05, min_repeats: int = 5,
             group.stopped = f"cap of {max_repeats} repeats"
             break
         elapsed = time.monotonic() - start
-        if group.repeats and elapsed + elapsed / group.repeats > budget_s:
+        if group.repeats >= FLOOR and elapsed + elapsed / group.repeats > budget_s:
             group.stopped = f"cap of {budget_s:.0f} s (one more repeat would pass it)"
             break
         order = [n for r in open_ratios for n in (r.base, r.path)]
