@@ -209,14 +209,16 @@ def breakdown(records: list[dict]) -> dict[str, float]:
     """Median seconds per stage over the records, stages in the order first seen; a
     stage some records lack is the median over those that have it."""
     names = list(dict.fromkeys(name for r in records for name in r["stages"]))
-    medians = {name: statistics.median(r["stages"][name] for r in records if name in r["stages"])
+    medians = {name: statistics.median(r["stages"][name] for r in records
+                                       if name in r["stages"])
                for name in names}
     medians["python process (launch to exit)"] = statistics.median(
         r["python process (launch to exit)"] for r in records)
     return medians
 
 
-def ratio_lines(groups: list[Group], units: dict[str, str], args: argparse.Namespace) -> list[str]:
+def ratio_lines(groups: list[Group], units: dict[str, str],
+                args: argparse.Namespace) -> list[str]:
     lines = []
     for group in groups:
         lines.append(f"[{group.repeats} repeats in {group.seconds:.0f} s; stopped: "
@@ -371,8 +373,8 @@ def main() -> int:
     if not args.html:
         extra.append("html build not timed; run with --html (about 4 min per build on 2 cores)")
     load = {"before": load_before, "after": os.getloadavg()}
-    extra.append(f"load average (1, 5, 15 min) before {' '.join(f'{v:.2f}' for v in load_before)}"
-                 f", after {' '.join(f'{v:.2f}' for v in load['after'])}"
+    before, after = (" ".join(f"{v:.2f}" for v in load[k]) for k in ("before", "after"))
+    extra.append(f"load average (1, 5, 15 min) before {before}, after {after}"
                  " (other work on the machine slows both paths)")
     extra.append(f"processes left running: {len(left)}" + (f" {left}" if left else ""))
     text = "\n".join(lines + extra)

@@ -613,7 +613,8 @@ def _fake_paths(base_noise: float, path_noise: float, seed: int = 0):
             calls.append(name)
             return value * (1 + noise * abs(rng.standard_normal()))
         return measure
-    return calls, {"base": make("base", 10.0, base_noise), "path": make("path", 12.0, path_noise)}
+    return calls, {"base": make("base", 10.0, base_noise),
+                   "path": make("path", 12.0, path_noise)}
 
 
 def test_settle_stops_once_the_spread_is_within_the_tolerance():

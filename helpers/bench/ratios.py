@@ -118,7 +118,8 @@ def settle(group: Group, tolerance: float = 0.05, min_repeats: int = 5,
 
 
 def describe(ratio: Ratio, tolerance: float = 0.05, min_repeats: int = 5) -> str:
-    """'x1.03 ±2.1% (9 repeats)' and, if it never got within the tolerance, 'did not settle'."""
+    """'x1.03 ±2.1% (9 repeats)', plus ', did not settle' if it never got within the
+    tolerance."""
     if not ratio.values:
         return "not measured"
     spread = ratio.spread
