@@ -98,7 +98,7 @@ images: $(INSTALLED)
 	$(PYTHON) -m helpers.drawings
 
 bench: $(INSTALLED)
-	$(PYTHON) benchmarks/notebook_vs_torchrun.py --repeats 3
+	$(PYTHON) benchmarks/notebook_vs_torchrun.py
 
 # A and B: build folders (results/ and bench/ inside) of two machines; NAMES="laptop gpu".
 compare: $(INSTALLED)

@@ -84,8 +84,12 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     assert len(bars) == 1 and bars[0]["output_type"] == "display_data"
     assert not any("\r" in (o.get("text", "") + o.get("data", {}).get("text/plain", ""))
                    for o in _outputs(nb)), "carriage-return residue in an output"
-    # Whether each fit is within its stated error is reported, not asserted: see the test
-    # at 4 ranks. The fit's own property is asserted on synthetic timings (test_bench.py).
+    # Not asserted: every fitted model within 2 × its stated error of 90 % of its points.
+    # On 16-18 points that check fails a RIGHT model about 1 fit in 10 by chance
+    # (test_bench.py::test_the_self_check_fails_a_right_model_by_chance_about_one_fit_in_ten),
+    # so a run of 8 fits shows a ✗ about half the time; on this loaded 2-core machine
+    # (load 8-11) it failed in 2 of 5 runs at 2 ranks with 5 batches, 3 of 3 with 10
+    # batches of one call. What must hold: the ✓/✗ tell the truth.
     check_alpha_beta_section(text, rows, N, all_within=False)
 
 
@@ -109,6 +113,8 @@ def check_alpha_beta_section(text: str, rows: list[dict], n: int,
     assert float(shown[2]) == pytest.approx(plain.beta_gbps, abs=5e-4)
     assert float(shown[3]) == pytest.approx(plain.error * 100, abs=0.051)
     assert f"α-β fit, ring terms, {n} ranks, backend gloo" in text
+    assert all(fit.statistic == "time_min_us" for fit in fits.values())
+    assert re.search(r"mean over all calls / fastest of 5 batches: median ×[\d.]+", text)
     for collective, fit in fits.items():
         line = re.search(rf"^{collective}\s+([\d.]+) ± [\d.]+\s+([\d.]+) ± [\d.]+\s+([\d.]+)%",
                          text, flags=re.M)
@@ -143,9 +149,9 @@ def test_bandwidth_notebook_fits_alpha_beta_at_4_ranks(tmp_path, monkeypatch):
         assert f"rank {rank} ✓" in text
     assert "α-β fit, ring terms, 4 ranks" in text
     assert "✗" not in text.split("α-β fit, ring terms")[0]   # the self-checks before the fit
-    # Not every fit is asserted within its error: 4 ranks on this 2-core machine, shared
-    # with other jobs, timed one 4-rank sweep's all_reduce at 2.2 ms for 8 B and 8.0 ms for
-    # 64 B (fit errors of 20-180 %); what must hold is that the self-check tells the truth.
+    # As at 2 ranks; at 4 ranks on 2 cores shared with other jobs the fastest of 5 batches
+    # is itself slowed (all_reduce fit errors of 23-89 % measured; the check failed in 1 of
+    # 5 runs with 5 batches, 3 of 3 with 10): see the 2-rank test.
     check_alpha_beta_section(text, rows, 4, all_within=False)
 
 

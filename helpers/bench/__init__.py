@@ -6,4 +6,5 @@
   command;
 - `sweep`: a sweep driven from the notebook; `figures`: its plots, tables and self-checks;
 - `alpha_beta`: the α-β model fitted to a sweep (notebook 11 and `--fit`).
+- `ratios`: paired ratios repeated until they hold still (`make bench` only).
 """

@@ -12,6 +12,13 @@ At one world size steps and bytes are constants: the sweep fixes a line t = a + 
 (intercept a, slope c), and the algorithm's terms turn it into α = a / steps and
 β = bytes / c. Whether the terms are the right ones shows only across world sizes:
 `fit_joint` fits one α and one β to sweeps at several n.
+
+On a shared machine the noise is one-sided and heavy-tailed: another process only ever
+slows a call down, sometimes several times over. Three things make the fit cope:
+each point is the fastest of its batches (`time_min_us`, measure(..., batches=k)) rather
+than the mean, which a single slowed call drags up; the least squares weigh relative
+errors (measured / model − 1, close to fitting in log space), so 8 B and 64 MiB count
+alike; and points far off the model are left out, and counted, before the error is stated.
 """
 from __future__ import annotations
 
@@ -69,6 +76,7 @@ class Fit:
     error: float               # RMS of measured/model − 1 over the points kept
     points: int                # points the fit kept
     outliers: int = 0          # points left out, more than `outlier` × error away
+    statistic: str = "time_us"  # the rows' time fitted: "time_min_us" (fastest batch) or mean
 
     @property
     def crossover_bytes(self) -> float:
@@ -103,6 +111,12 @@ def terms(collective: str, n: int, algorithm: str = "ring") -> tuple[float, floa
     return ALGORITHMS[algorithm][collective](n)
 
 
+def fitted_time_us(row: Row) -> float:
+    """The time of a row the fit uses: its fastest batch (`time_min_us`) when it was
+    measured in batches, else its mean time per call (`time_us`)."""
+    return row["time_min_us"] if "time_min_us" in row else row["time_us"]
+
+
 def _least_squares(design: np.ndarray, size: np.ndarray,
                    time_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(α µs, 1/β µs per byte) and their covariance; every row divided by its time."""
@@ -131,12 +145,15 @@ def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0
     if len(used) < 3 or len({r["bytes"] for r in used}) < 2:
         raise ValueError(f"{names[0]}: need >= 3 points of >= 2 sizes with bytes > 0 to fit "
                          f"α and β, got {len(used)}")
-    bad = [r["time_us"] for r in used if not (r["time_us"] > 0 and math.isfinite(r["time_us"]))]
+    measured = [fitted_time_us(r) for r in used]
+    bad = [t for t in measured if not (t > 0 and math.isfinite(t))]
     if bad:
         raise ValueError(f"{names[0]}: times must be finite and > 0, got {bad[:3]}")
     design = np.array([terms(names[0], r["world_size"], algorithm) for r in used])
     size = np.array([r["bytes"] for r in used], dtype=float)
-    time_us = np.array([r["time_us"] for r in used], dtype=float)
+    time_us = np.array(measured, dtype=float)
+    batched = sum("time_min_us" in r for r in used)
+    statistic = {0: "time_us", len(used): "time_min_us"}.get(batched, "mixed")
     kept = np.ones(len(used), dtype=bool)
     while True:
         solution, covariance = _least_squares(design[kept], size[kept], time_us[kept])
@@ -159,7 +176,7 @@ def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0
     return Fit(names[0], algorithm, tuple(sorted({r["world_size"] for r in used})),
                float(alpha_us), float(beta), float(alpha_err),
                float(beta * inv_beta_err / inv_beta), error, int(kept.sum()),
-               int((~kept).sum()))
+               int((~kept).sum()), statistic)
 
 
 class Fits(dict):
@@ -189,7 +206,7 @@ def fit_all(rows: Sequence[Row], algorithm: str = "ring") -> Fits:
 
 def relative_residuals(fit: Fit, rows: Sequence[Row]) -> list[float]:
     """measured / model − 1 per row of the fit's collective with bytes > 0."""
-    return [r["time_us"] / float(fit.predict_us(r["bytes"], r["world_size"])) - 1
+    return [fitted_time_us(r) / float(fit.predict_us(r["bytes"], r["world_size"])) - 1
             for r in rows if r["collective"] == fit.collective and r["bytes"] > 0]
 
 

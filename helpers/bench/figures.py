@@ -175,9 +175,12 @@ def grade_busbw_prediction(prediction: Mapping[str, Any] | None, row: Row) -> Re
 
 
 def plot_fit(rows: Sequence[Row], fits: Mapping[str, Any], title: str | None = None) -> Figure:
-    """Measured time per call (points) and each collective's fitted α-β model (line)."""
+    """Measured time per call (points: the time the fit used, see
+    helpers.bench.alpha_beta.fitted_time_us) and each collective's fitted model (line)."""
     import matplotlib.pyplot as plt
     import numpy as np
+
+    from helpers.bench.alpha_beta import fitted_time_us
 
     shown = [r for r in rows if r["bytes"] > 0 and r["collective"] in fits]
     if not shown:
@@ -186,7 +189,7 @@ def plot_fit(rows: Sequence[Row], fits: Mapping[str, Any], title: str | None = N
     for collective, group in by_collective(shown).items():
         color, fit = COLORS.get(collective, "black"), fits[collective]
         sizes = [r["bytes"] for r in group]
-        ax.plot(sizes, [r["time_us"] for r in group], color=color, linestyle="none",
+        ax.plot(sizes, [fitted_time_us(r) for r in group], color=color, linestyle="none",
                 marker=MARKERS.get(collective, "o"), markersize=4, label=collective)
         grid = np.geomspace(min(sizes), max(sizes), 100)
         ax.plot(grid, fit.predict_us(grid), color=color, linewidth=1.2, alpha=0.8)

@@ -9,6 +9,10 @@ In a notebook, every engine calls ``measure(...)`` (or ``sweep(...)``) through
 Per point: buffers allocated once, `warmup` untimed calls, a barrier, then `iters`
 timed calls; each rank's mean time per call is averaged over the ranks (as
 nccl-tests does), and algbw/busbw come from that time (see helpers.bench.nccl_tests).
+With `batches` > 1 the timed calls are split into that many batches, each after its
+own barrier: the mean over all calls is still `time_us`, and `time_min_us` is the
+fastest batch (time per call, averaged over the ranks), the statistic the α-β fit
+uses: another process only ever slows a batch down, never speeds it up.
 """
 from __future__ import annotations
 
@@ -127,16 +131,19 @@ def _time_per_call(call: Callable[..., Any], iters: int, device: torch.device,
 
 
 def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = "sum",
-            iters: int = 20, warmup: int = 5, timing: str = "nccl-tests") -> dict:
+            iters: int = 20, warmup: int = 5, timing: str = "nccl-tests",
+            batches: int = 1) -> dict:
     """Time one collective at one size on every rank; the same result dict on every rank.
 
     Call it on all ranks of the default process group. Every size is a point, as in
     nccl-tests: one too small for the world size has count 0 (and algbw 0).
-    `timing`: one of TIMINGS (it matters on GPUs only).
+    `timing`: one of TIMINGS (it matters on GPUs only). `batches` (1 to `iters`): the
+    timed calls in that many batches, each after a barrier.
     The dict: collective, world_size, backend, dtype, op (None unless it reduces),
     root (None unless rooted), bytes (S), count (elements per rank in the call,
-    nccl-tests' count column), time_us (mean over ranks), timing (how it was timed),
-    algbw, busbw (GB/s).
+    nccl-tests' count column), time_us (mean over ranks and calls), time_min_us (the
+    fastest batch's time per call, mean over ranks), batches, timing (how it was timed),
+    algbw, busbw (GB/s, from time_us).
     """
     if timing not in TIMINGS:
         raise ValueError(f"timing must be one of {TIMINGS}, got {timing!r}")
@@ -149,20 +156,26 @@ def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = 
         raise ValueError(f"iters must be an integer >= 1, got {iters!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    if isinstance(batches, bool) or not isinstance(batches, int) or not 1 <= batches <= iters:
+        raise ValueError(f"batches must be an integer from 1 to iters ({iters}), "
+                         f"got {batches!r}")
     n = dist.get_world_size()
     plan = bandwidth.plan(collective, size_bytes, n, DTYPE_SIZES[dtype])
     device = _device()
     call = _call(collective, plan, getattr(torch, dtype), OPS[op], device)
     for _ in range(warmup):
         call()
-    seconds = torch.tensor([_time_per_call(call, iters, device, timing)], dtype=torch.float64,
-                           device=device)
+    calls = [iters // batches + (b < iters % batches) for b in range(batches)]
+    seconds = torch.tensor([_time_per_call(call, k, device, timing) for k in calls],
+                           dtype=torch.float64, device=device)
     dist.all_reduce(seconds, op=dist.ReduceOp.SUM)
-    mean_s = seconds.item() / n
+    per_batch_s = (seconds / n).tolist()          # per call, mean over the ranks
+    mean_s = sum(s * k for s, k in zip(per_batch_s, calls)) / iters
     return {"collective": collective, "world_size": n, "backend": str(dist.get_backend()),
             "dtype": dtype, "op": op if collective in REDUCING else None,
             "root": ROOT_RANK if collective in ROOT else None,
             "bytes": plan.bytes, "count": plan.piece, "time_us": mean_s * 1e6,
+            "time_min_us": min(per_batch_s) * 1e6, "batches": batches,
             "timing": timing if device.type == "cuda" else "per-call",
             "algbw": bandwidth.algbw(collective, plan.bytes, mean_s),
             "busbw": bandwidth.busbw(collective, plan.bytes, mean_s, n)}
@@ -171,7 +184,7 @@ def measure(collective: str, size_bytes: int, dtype: str = "float32", op: str = 
 def sweep(collectives: Sequence[str], sizes: Sequence[int], dtype: str = "float32",
           op: str = "sum", iters: int = 20, warmup: int = 5,
           progress: Callable[[list[Point]], Iterable[Point]] | None = None,
-          timing: str = "nccl-tests") -> list[dict]:
+          timing: str = "nccl-tests", batches: int = 1) -> list[dict]:
     """measure() every (collective, size), collective by collective: every size is a row.
 
     `progress`, if given, receives the list of points and returns an iterable over
@@ -183,7 +196,7 @@ def sweep(collectives: Sequence[str], sizes: Sequence[int], dtype: str = "float3
     points = [(collective, size) for collective in collectives for size in sizes]
     results = []
     for collective, size in (progress(points) if progress else points):
-        result = measure(collective, size, dtype, op, iters, warmup, timing)
+        result = measure(collective, size, dtype, op, iters, warmup, timing, batches)
         if result is not None:
             results.append(result)
     return results
@@ -192,7 +205,7 @@ def sweep(collectives: Sequence[str], sizes: Sequence[int], dtype: str = "float3
 # ------------------------------------------------------------------ the command
 
 JSON_KEYS = ("collective", "world_size", "backend", "dtype", "op", "root", "bytes", "count",
-             "time_us", "algbw", "busbw")
+             "time_us", "time_min_us", "batches", "algbw", "busbw")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -244,6 +257,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--iters", type=int, default=20, help="timed calls per size (default 20)")
     p.add_argument("--warmup", type=int, default=5,
                    help="untimed calls first (default 5; nccl-tests' own -w defaults to 1)")
+    p.add_argument("--batches", type=int, default=1,
+                   help="split the timed calls into this many batches, each after a barrier; "
+                        "time_min_us: the fastest (default 1; the α-β fit uses it)")
     p.add_argument("--timing", default="nccl-tests", choices=list(TIMINGS),
                    help="GPUs: one wait after the loop (nccl-tests, default) or per call")
     p.add_argument("--backend", default="auto", choices=["auto", "nccl", "gloo"],
@@ -270,6 +286,8 @@ def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[in
         p.error(str(error))
     if args.iters < 1 or args.warmup < 0:
         p.error(f"need --iters >= 1 and --warmup >= 0, got {args.iters} and {args.warmup}")
+    if not 1 <= args.batches <= args.iters:
+        p.error(f"--batches must be from 1 to --iters ({args.iters}), got {args.batches}")
     if not args.timeout > 0:
         p.error(f"--timeout must be > 0, got {args.timeout}")
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -337,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         everything = []
         for collective in args.collectives:
             rows = sweep([collective], sizes, args.dtype, args.op, args.iters, args.warmup,
-                         progress=progress, timing=args.timing)
+                         progress=progress, timing=args.timing, batches=args.batches)
             everything += rows
             if rank == 0 and not args.json:
                 title = f"{collective}: world size {n}, backend {dist.get_backend()}"

@@ -81,8 +81,9 @@ def progress_bar(total: int, desc: str = "sweep", **kwargs: Any) -> tqdm:
 
 def run_sweep(cluster: Any, collectives: Sequence[str], sizes: Sequence[int],
               dtype: str = "float32", op: str = "sum", iters: int = 20, warmup: int = 5,
-              progress: bool = True) -> PerRank:
-    """measure() every (collective, size) on all ranks, one `apply` per point.
+              progress: bool = True, batches: int = 1) -> PerRank:
+    """measure() every (collective, size) on all ranks, one `apply` per point
+    (`batches`: the timed calls in that many batches; see measure).
 
     Returns, per point, what every rank returned (rank order). Every size is measured,
     as in nccl-tests: one too small for the world size is a row of count 0.
@@ -93,7 +94,8 @@ def run_sweep(cluster: Any, collectives: Sequence[str], sizes: Sequence[int],
     try:
         for collective, size in points:
             bar.set_postfix_str(f"{collective} {size} B", refresh=False)
-            per_rank = cluster.apply(measure, collective, size, dtype, op, iters, warmup)
+            per_rank = cluster.apply(measure, collective, size, dtype, op, iters, warmup,
+                                     "nccl-tests", batches)   # apply: positional only
             results.append(((collective, size), list(per_rank)))
             bar.update()
         bar.set_postfix_str("done", refresh=False)
