@@ -17,6 +17,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from typing import Any, Callable
 
 import ipyparallel as ipp
@@ -27,12 +28,20 @@ from helpers.runtime import warm as warm_start
 from helpers.runtime.config import (ClusterConfigError, resolve_config, resolve_debug,  # noqa: F401
                             resolve_timeout, visible_gpu_count)  # re-exported
 from helpers.runtime.diagnose import show_with_diagnosis
-from helpers.runtime.group import RankInfo, join_process_group
+from helpers.runtime.group import START_TIMEOUT_S, RankInfo, join_process_group
+from helpers.runtime.progress import COLD_STAGES, WARM_STAGES, StartProgress, timings_line
 from helpers.runtime.processes import (OWNER_VARIABLE, cluster_processes, end_orphans,  # noqa: F401
                                end_processes)
 
 
 _current: "TutorialCluster | None" = None  # the cluster this kernel started last
+# The controller counts an engine as registered at the heartbeat after its first pong:
+# up to 2 periods, 3 s each by default. A 0.25 s period with 120 misses allowed keeps
+# the 30 s (10 x 3 s) before a silent engine is declared dead. Schedulers run as threads
+# (--usethreads), not as forked processes.
+CONTROLLER_ARGS = ["--usethreads", "--HeartMonitor.period=250",
+                   "--HeartMonitor.max_heartmonitor_misses=120"]
+STOP_GRACE_S = 0.2  # SIGTERM, then SIGKILL: an engine stuck in a collective ignores SIGTERM
 
 
 class TutorialCluster:
@@ -53,6 +62,9 @@ class TutorialCluster:
         self._lease = lease      # held while this notebook uses a warm cluster
         self.reused = reused     # True: a warm cluster's engines, not new ones
         self.stopped = False
+        # Seconds per start stage, in order: cold "controller", "engines registered",
+        # "torch ready", "group joined"; warm "reuse", "group joined".
+        self.start_timings: dict[str, float] = {}
 
     @property
     def world_size(self) -> int:
@@ -120,6 +132,8 @@ class TutorialCluster:
         for r in self.ranks:
             device = f"{r.device} ({r.gpu})" if r.gpu else r.device
             lines.append(f"{r.rank:>4}  {device:<8} {r.host[:16]:<16} {r.pid:>7}  {r.engine_id}")
+        if self.start_timings:
+            lines.append(timings_line(self.start_timings))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -128,7 +142,7 @@ class TutorialCluster:
                 f"backend {self.backend}, id {self.cluster_id}>")
 
     def stop(self) -> None:
-        """Destroy the process groups, then stop every engine quietly. Idempotent.
+        """End every engine and the controller quietly (no process is left). Idempotent.
 
         A warm cluster keeps its engines (emptied) for the next notebook instead.
         """
@@ -142,13 +156,12 @@ class TutorialCluster:
             self._hand_back()
             return
         with contextlib.suppress(Exception):
-            self.client.direct_view(self.engine_ids).apply_async(
-                engine.leave_group).get(timeout=10)
-        with contextlib.suppress(Exception):
             self.client.close()
-        # Ending the processes ourselves takes ~1 s; ipyparallel's own stop waits ~3 s
-        # and leaves the engine nannies running for seconds more.
-        end_processes(cluster_processes(self.cluster_id))
+        # Ending the processes ourselves is quick; ipyparallel's own stop waits ~3 s and
+        # leaves the engine nannies running for seconds more. No leave_group first: an
+        # engine stuck in a collective would hold it up, and an ended process leaves
+        # its group anyway.
+        end_processes(cluster_processes(self.cluster_id), grace_s=STOP_GRACE_S)
         with _quiet(self._ipp_cluster), contextlib.suppress(Exception):
             self._ipp_cluster.stop_cluster_sync()  # its bookkeeping: the cluster file
         with contextlib.suppress(Exception):
@@ -244,6 +257,8 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
     interface for multi-node runs (TUTORIAL_IFNAME). warm=True (TUTORIAL_WARM_START=1)
     reuses the engines a previous notebook left. A cluster started earlier in this
     kernel is stopped first; processes a dead kernel left behind are ended.
+    In a Jupyter kernel the cell shows what it waits for, then the summary
+    (quiet=True: nothing); `cluster.start_timings` has each stage's seconds.
     """
     global _current
     try:
@@ -265,10 +280,20 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
     end_orphans()
 
     cluster = None
+    progress = StartProgress(n_ranks, WARM_STAGES if use_warm else COLD_STAGES,
+                             show=not quiet)
     if use_warm:
-        cluster = _take_warm_cluster(n_ranks, backend, timeout_s, debug, plan)
+        cluster = _take_warm_cluster(n_ranks, backend, timeout_s, debug, plan, progress)
+        if cluster is None:
+            progress.restart(COLD_STAGES)
     if cluster is None:
-        cluster = _start_new_cluster(n_ranks, backend, timeout_s, debug, plan, use_warm)
+        try:
+            cluster = _start_new_cluster(n_ranks, backend, timeout_s, debug, plan, use_warm,
+                                         progress)
+        except BaseException as err:
+            progress.failed(err)
+            raise
+    cluster.start_timings = dict(progress.timings)
     _current = cluster
     shell = _shell()
     if shell is not None:
@@ -276,12 +301,39 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
 
         shell.set_custom_exc((CompositeError, RemoteError), show_with_diagnosis(lambda: _current))
     if not quiet:
-        print(cluster.summary())
+        if progress.shown:
+            progress.finish(cluster.summary())
+        else:
+            print(cluster.summary())
     return cluster
 
 
+def _new_ipp_cluster(plan: launchers.LaunchPlan, **kwargs: Any) -> ipp.Cluster:
+    """An unstarted ipyparallel cluster for `plan`, set up to start quickly.
+
+    delay=0: ipyparallel waits 1 s between controller and engines by default. Local
+    engines start at once, as one process that imports torch while the controller
+    starts and then forks the other engines (helpers/runtime/engine_boot.py), instead of
+    one process per engine started once the controller's connection files exist.
+    """
+    options = dict(plan.cluster_kwargs)
+    controller_args = [*options.pop("controller_args", []), *CONTROLLER_ARGS]
+    local = plan.launcher == "local"
+    ipp_cluster = ipp.Cluster(log=_IPP_LOG, delay=0, controller_args=controller_args,
+                              send_engines_connection_env=not local, **options, **kwargs)
+    launchers.apply(plan, ipp_cluster)
+    if local:
+        engine_file = os.path.join(ipp_cluster.profile_dir, "security",
+                                   f"ipcontroller-{ipp_cluster.cluster_id}-engine.json")
+        ipp_cluster.config.LocalEngineSetLauncher.engine_cmd = [
+            sys.executable, "-m", "helpers.runtime.engine_boot", engine_file,
+            str(plan.n_ranks)]
+    return ipp_cluster
+
+
 def _start_new_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
-                       plan: launchers.LaunchPlan, warm: bool) -> TutorialCluster:
+                       plan: launchers.LaunchPlan, warm: bool,
+                       progress: StartProgress) -> TutorialCluster:
     lease = None
     if warm:
         cluster_id = warm_start.warm_cluster_id(n_ranks)
@@ -292,21 +344,22 @@ def _start_new_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
             lease, warm = None, False       # in use by another notebook: start cold
     if warm:
         owner = warm_start.start_keeper(cluster_id)
-        ipp_cluster = ipp.Cluster(log=_IPP_LOG, cluster_id=cluster_id,
-                                  shutdown_atexit=False, **plan.cluster_kwargs)
+        ipp_cluster = _new_ipp_cluster(plan, cluster_id=cluster_id, shutdown_atexit=False)
     else:
-        ipp_cluster = ipp.Cluster(log=_IPP_LOG, **plan.cluster_kwargs)
+        ipp_cluster = _new_ipp_cluster(plan)
         owner = _start_reaper(ipp_cluster.cluster_id)
-    launchers.apply(plan, ipp_cluster)
     try:
-        in_ipython = _shell() is not None
         # Who answers for the processes: the keeper of a warm cluster, else this kernel.
         with _quiet(ipp_cluster), _owned_and_private(owner.pid if warm else os.getpid()):
-            client = ipp_cluster.start_and_connect_sync(activate=in_ipython)
+            client = _start_processes(ipp_cluster, plan, n_ranks, progress)
         _configure_px(client)
+        ids = sorted(client.ids)[:n_ranks]
+        client[ids].apply_async(engine.ready).get(timeout=START_TIMEOUT_S)
+        progress.done("torch ready")
         ranks = join_process_group(client, backend, timeout_s, debug, plan, n_ranks)
+        progress.done("group joined")
     except BaseException:
-        end_processes(cluster_processes(ipp_cluster.cluster_id))
+        end_processes(cluster_processes(ipp_cluster.cluster_id), grace_s=STOP_GRACE_S)
         with _quiet(ipp_cluster), contextlib.suppress(Exception):
             ipp_cluster.stop_cluster_sync()
         owner.terminate()
@@ -317,8 +370,39 @@ def _start_new_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
                            launcher=plan.launcher, debug=debug, lease=lease)
 
 
+def _start_processes(ipp_cluster: ipp.Cluster, plan: launchers.LaunchPlan, n_ranks: int,
+                     progress: StartProgress) -> ipp.Client:
+    """Controller and engines; returns a client once all `n_ranks` engines registered."""
+    local = plan.launcher == "local"
+    ipp_cluster.start_controller_sync()
+    if local:  # one process, forking the others; they wait for the controller themselves
+        ipp_cluster.start_engines_sync(1)
+    client = ipp_cluster.connect_client_sync()  # waits for the controller's files
+    progress.done("controller")
+    if not local:
+        ipp_cluster.start_engines_sync(n_ranks)
+    deadline = time.monotonic() + ipp_cluster.engine_timeout
+    while len(client.ids) < n_ranks:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            client.close()
+            raise TimeoutError(f"{len(client.ids)} of {n_ranks} engines registered within "
+                               f"{ipp_cluster.engine_timeout} s")
+        with contextlib.suppress(TimeoutError):
+            client.wait_for_engines(len(client.ids) + 1, timeout=min(left, 0.5),
+                                    interactive=False)
+        progress.registered(len(client.ids))
+    progress.done("engines registered")
+    if _shell() is not None:
+        view = client[:]
+        view.block = True  # %px waits for the engines, as start_and_connect(activate=True)
+        view.activate()
+    return client
+
+
 def _take_warm_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
-                       plan: launchers.LaunchPlan) -> TutorialCluster | None:
+                       plan: launchers.LaunchPlan,
+                       progress: StartProgress) -> TutorialCluster | None:
     """Reuse the warm cluster of this shape if it is free and healthy; else None."""
     cluster_id = warm_start.warm_cluster_id(n_ranks)
     if not (warm_start.security_dir() / f"cluster-{cluster_id}.json").exists():
@@ -330,7 +414,7 @@ def _take_warm_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
         ipp_cluster = ipp.Cluster.from_file(cluster_id=cluster_id, log=_IPP_LOG)
         with _quiet(ipp_cluster):
             client = ipp_cluster.connect_client_sync()
-            client.wait_for_engines(n_ranks, timeout=10)
+            client.wait_for_engines(n_ranks, timeout=10, interactive=False)
         if len(client.ids) != n_ranks:
             raise RuntimeError(f"{len(client.ids)} engines instead of {n_ranks}")
         client[sorted(client.ids)].apply_async(engine.fresh_start).get(timeout=10)
@@ -339,7 +423,9 @@ def _take_warm_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
             view.block = True  # as start_and_connect_sync(activate=True) makes it
             view.activate()
         _configure_px(client)
+        progress.done("reuse")
         ranks = join_process_group(client, backend, timeout_s, debug, plan, n_ranks)
+        progress.done("group joined")
     except Exception:
         warm_start.discard(cluster_id)   # broken or half-gone: a new one takes its place
         lease.release()
