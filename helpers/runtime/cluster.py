@@ -12,12 +12,8 @@ mpi, slurm): helpers/runtime/launchers.py. Warm start: helpers/runtime/warm.py.
 from __future__ import annotations
 
 import contextlib
-import io
-import logging
 import os
 import subprocess
-import sys
-import time
 from typing import Any, Callable
 
 import ipyparallel as ipp
@@ -30,28 +26,29 @@ from helpers.runtime.config import (ClusterConfigError, resolve_config, resolve_
 from helpers.runtime.diagnose import show_with_diagnosis
 from helpers.runtime.group import START_TIMEOUT_S, RankInfo, join_process_group
 from helpers.runtime.progress import COLD_STAGES, WARM_STAGES, StartProgress, timings_line
+from helpers.runtime.starting import (activate, new_ipp_cluster, owned_and_private,
+                                      quiet, shell, start_processes, start_reaper)
 from helpers.runtime.processes import (OWNER_VARIABLE, cluster_processes, end_orphans,  # noqa: F401
-                               end_processes)
+                                       end_processes, forget_cluster_files)
 
 
 _current: "TutorialCluster | None" = None  # the cluster this kernel started last
-# The controller counts an engine as registered at the heartbeat after its first pong:
-# up to 2 periods, 3 s each by default. A 0.25 s period with 120 misses allowed keeps
-# the 30 s (10 x 3 s) before a silent engine is declared dead. Schedulers run as threads
-# (--usethreads), not as forked processes.
-CONTROLLER_ARGS = ["--usethreads", "--HeartMonitor.period=250",
-                   "--HeartMonitor.max_heartmonitor_misses=120"]
-STOP_GRACE_S = 0.2  # SIGTERM, then SIGKILL: an engine stuck in a collective ignores SIGTERM
+# stop(): SIGTERM, then SIGKILL at once (0.05 s instead of 0.5 s for 4 ranks). Nothing
+# on an engine needs a clean exit: its process group ends with the process.
+STOP_GRACE_S = 0.0
 
 
 class TutorialCluster:
     """A running set of engines, one per rank, joined in one process group."""
 
-    def __init__(self, ipp_cluster: ipp.Cluster, client: ipp.Client, backend: str,
+    def __init__(self, ipp_cluster: ipp.Cluster | None, client: ipp.Client, backend: str,
                  ranks: list[RankInfo], timeout_s: float, owner: subprocess.Popen | None,
                  launcher: str = "local", debug: str = "off",
-                 lease: warm_start.Lease | None = None, reused: bool = False):
+                 lease: warm_start.Lease | None = None, reused: bool = False,
+                 cluster_id: str | None = None):
+        # None for a warm cluster taken over: its launchers belong to the keeper
         self._ipp_cluster = ipp_cluster
+        self._cluster_id = cluster_id or ipp_cluster.cluster_id
         self.client = client
         self.backend = backend
         self.ranks = ranks
@@ -76,7 +73,7 @@ class TutorialCluster:
 
     @property
     def cluster_id(self) -> str:
-        return self._ipp_cluster.cluster_id
+        return self._cluster_id
 
     @property
     def engine_ids(self) -> list[int]:
@@ -162,8 +159,9 @@ class TutorialCluster:
         # engine stuck in a collective would hold it up, and an ended process leaves
         # its group anyway.
         end_processes(cluster_processes(self.cluster_id), grace_s=STOP_GRACE_S)
-        with _quiet(self._ipp_cluster), contextlib.suppress(Exception):
+        with quiet(self._ipp_cluster), contextlib.suppress(Exception):
             self._ipp_cluster.stop_cluster_sync()  # its bookkeeping: the cluster file
+        forget_cluster_files(self.cluster_id)  # a controller ended by SIGKILL leaves them
         with contextlib.suppress(Exception):
             self._owner.terminate()
             self._owner.wait(timeout=5)
@@ -189,57 +187,6 @@ class TutorialCluster:
     def _check_running(self) -> None:
         if self.stopped:
             raise RuntimeError("this cluster was stopped: run start_cluster() again")
-
-
-@contextlib.contextmanager
-def _quiet(ipp_cluster: ipp.Cluster):
-    """Hide ipyparallel's shutdown chatter ("engine set stopped ... exit_code")."""
-    previous = ipp_cluster.log.level
-    ipp_cluster.log.setLevel(logging.CRITICAL)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), \
-                contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        ipp_cluster.log.setLevel(previous)
-
-
-@contextlib.contextmanager
-def _owned_and_private(owner_pid: int):
-    """Processes started inside carry their owner's pid and create files 0600."""
-    previous_owner = os.environ.get(OWNER_VARIABLE)
-    os.environ[OWNER_VARIABLE] = str(owner_pid)
-    previous_umask = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(previous_umask)
-        if previous_owner is None:
-            os.environ.pop(OWNER_VARIABLE, None)
-        else:
-            os.environ[OWNER_VARIABLE] = previous_owner
-
-
-def _start_reaper(cluster_id: str) -> subprocess.Popen:
-    """A watchdog that ends the cluster's processes if this kernel dies abruptly."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "helpers.runtime.reaper", str(os.getpid()), cluster_id],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,  # survives a signal sent to the kernel's group
-    )
-
-
-# ipyparallel's own log: its start-up and shutdown chatter has no place in a tutorial.
-_IPP_LOG = logging.getLogger("helpers.runtime.cluster.ipyparallel")
-_IPP_LOG.addHandler(logging.NullHandler())
-_IPP_LOG.propagate = False
-
-
-def _shell():
-    """The IPython shell this code runs in, or None in a plain Python process."""
-    from IPython import get_ipython
-
-    return get_ipython()
 
 
 def start_cluster(n_ranks: int | None = None, backend: str | None = None,
@@ -295,40 +242,17 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
             raise
     cluster.start_timings = dict(progress.timings)
     _current = cluster
-    shell = _shell()
-    if shell is not None:
+    ipython = shell()
+    if ipython is not None:
         from ipyparallel.error import CompositeError, RemoteError
 
-        shell.set_custom_exc((CompositeError, RemoteError), show_with_diagnosis(lambda: _current))
+        ipython.set_custom_exc((CompositeError, RemoteError), show_with_diagnosis(lambda: _current))
     if not quiet:
         if progress.shown:
             progress.finish(cluster.summary())
         else:
             print(cluster.summary())
     return cluster
-
-
-def _new_ipp_cluster(plan: launchers.LaunchPlan, **kwargs: Any) -> ipp.Cluster:
-    """An unstarted ipyparallel cluster for `plan`, set up to start quickly.
-
-    delay=0: ipyparallel waits 1 s between controller and engines by default. Local
-    engines start at once, as one process that imports torch while the controller
-    starts and then forks the other engines (helpers/runtime/engine_boot.py), instead of
-    one process per engine started once the controller's connection files exist.
-    """
-    options = dict(plan.cluster_kwargs)
-    controller_args = [*options.pop("controller_args", []), *CONTROLLER_ARGS]
-    local = plan.launcher == "local"
-    ipp_cluster = ipp.Cluster(log=_IPP_LOG, delay=0, controller_args=controller_args,
-                              send_engines_connection_env=not local, **options, **kwargs)
-    launchers.apply(plan, ipp_cluster)
-    if local:
-        engine_file = os.path.join(ipp_cluster.profile_dir, "security",
-                                   f"ipcontroller-{ipp_cluster.cluster_id}-engine.json")
-        ipp_cluster.config.LocalEngineSetLauncher.engine_cmd = [
-            sys.executable, "-m", "helpers.runtime.engine_boot", engine_file,
-            str(plan.n_ranks)]
-    return ipp_cluster
 
 
 def _start_new_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
@@ -344,15 +268,14 @@ def _start_new_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
             lease, warm = None, False       # in use by another notebook: start cold
     if warm:
         owner = warm_start.start_keeper(cluster_id)
-        ipp_cluster = _new_ipp_cluster(plan, cluster_id=cluster_id, shutdown_atexit=False)
+        ipp_cluster = new_ipp_cluster(plan, cluster_id=cluster_id, shutdown_atexit=False)
     else:
-        ipp_cluster = _new_ipp_cluster(plan)
-        owner = _start_reaper(ipp_cluster.cluster_id)
+        ipp_cluster = new_ipp_cluster(plan)
+        owner = start_reaper(ipp_cluster.cluster_id)
     try:
         # Who answers for the processes: the keeper of a warm cluster, else this kernel.
-        with _quiet(ipp_cluster), _owned_and_private(owner.pid if warm else os.getpid()):
-            client = _start_processes(ipp_cluster, plan, n_ranks, progress)
-        _configure_px(client)
+        with quiet(ipp_cluster), owned_and_private(owner.pid if warm else os.getpid()):
+            client = start_processes(ipp_cluster, plan, n_ranks, progress)
         ids = sorted(client.ids)[:n_ranks]
         client[ids].apply_async(engine.ready).get(timeout=START_TIMEOUT_S)
         progress.done("torch ready")
@@ -360,7 +283,7 @@ def _start_new_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
         progress.done("group joined")
     except BaseException:
         end_processes(cluster_processes(ipp_cluster.cluster_id), grace_s=STOP_GRACE_S)
-        with _quiet(ipp_cluster), contextlib.suppress(Exception):
+        with quiet(ipp_cluster), contextlib.suppress(Exception):
             ipp_cluster.stop_cluster_sync()
         owner.terminate()
         if lease is not None:
@@ -368,36 +291,6 @@ def _start_new_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
         raise
     return TutorialCluster(ipp_cluster, client, backend, ranks, timeout_s, owner,
                            launcher=plan.launcher, debug=debug, lease=lease)
-
-
-def _start_processes(ipp_cluster: ipp.Cluster, plan: launchers.LaunchPlan, n_ranks: int,
-                     progress: StartProgress) -> ipp.Client:
-    """Controller and engines; returns a client once all `n_ranks` engines registered."""
-    local = plan.launcher == "local"
-    ipp_cluster.start_controller_sync()
-    if local:  # one process, forking the others; they wait for the controller themselves
-        ipp_cluster.start_engines_sync(1)
-    client = ipp_cluster.connect_client_sync()  # waits for the controller's files
-    progress.done("controller")
-    if not local:
-        ipp_cluster.start_engines_sync(n_ranks)
-    deadline = time.monotonic() + ipp_cluster.engine_timeout
-    while len(client.ids) < n_ranks:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            client.close()
-            raise TimeoutError(f"{len(client.ids)} of {n_ranks} engines registered within "
-                               f"{ipp_cluster.engine_timeout} s")
-        with contextlib.suppress(TimeoutError):
-            client.wait_for_engines(len(client.ids) + 1, timeout=min(left, 0.5),
-                                    interactive=False)
-        progress.registered(len(client.ids))
-    progress.done("engines registered")
-    if _shell() is not None:
-        view = client[:]
-        view.block = True  # %px waits for the engines, as start_and_connect(activate=True)
-        view.activate()
-    return client
 
 
 def _take_warm_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
@@ -410,31 +303,27 @@ def _take_warm_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
     lease = warm_start.Lease(cluster_id)
     if not lease.acquire():
         return None
+    client = None
     try:
-        ipp_cluster = ipp.Cluster.from_file(cluster_id=cluster_id, log=_IPP_LOG)
-        with _quiet(ipp_cluster):
-            client = ipp_cluster.connect_client_sync()
-            client.wait_for_engines(n_ranks, timeout=10, interactive=False)
+        # The controller's client file is all a client needs (ipp.Cluster.from_file
+        # rebuilds every launcher: 0.15 s).
+        client = ipp.Client(str(warm_start.security_dir()
+                                / f"ipcontroller-{cluster_id}-client.json"),
+                            cluster_id=cluster_id, timeout=10)
+        client.wait_for_engines(n_ranks, timeout=10, interactive=False)
         if len(client.ids) != n_ranks:
             raise RuntimeError(f"{len(client.ids)} engines instead of {n_ranks}")
         client[sorted(client.ids)].apply_async(engine.fresh_start).get(timeout=10)
-        if _shell() is not None:
-            view = client[:]
-            view.block = True  # as start_and_connect_sync(activate=True) makes it
-            view.activate()
-        _configure_px(client)
+        activate(client)
         progress.done("reuse")
         ranks = join_process_group(client, backend, timeout_s, debug, plan, n_ranks)
         progress.done("group joined")
     except Exception:
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
         warm_start.discard(cluster_id)   # broken or half-gone: a new one takes its place
         lease.release()
         return None
-    return TutorialCluster(ipp_cluster, client, backend, ranks, timeout_s, None,
-                           launcher="local", debug=debug, lease=lease, reused=True)
-
-
-def _configure_px(client: ipp.Client) -> None:
-    if _shell() is not None:
-        # Blocking %%px, output gathered per engine in engine order, no progress bar.
-        _shell().run_line_magic("pxconfig", "--no-stream --progress-after -1")
+    return TutorialCluster(None, client, backend, ranks, timeout_s, None, launcher="local",
+                           debug=debug, lease=lease, reused=True, cluster_id=cluster_id)
