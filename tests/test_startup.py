@@ -6,6 +6,7 @@ output says "engines registered n/N"; its last update is the summary, without th
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -169,7 +170,7 @@ def test_executed_notebook00_keeps_the_summary_and_no_progress(tmp_path):
 
 
 def test_interrupting_a_hung_px_cell_reaches_the_forked_engines():
-    """Kernel → Interrupt during a %%px cell: the nannies signal each engine (notebook 13)."""
+    """Kernel → Interrupt during a %%px cell: the nannies signal each engine (nb 13)."""
     with kernel() as (km, kc):
         _iopub_of_start_cell(kc, "from helpers import start_cluster\n"
                                  "c = start_cluster(2, 'gloo', quiet=True)")
@@ -188,3 +189,27 @@ def test_interrupting_a_hung_px_cell_reaches_the_forked_engines():
                        if m["header"]["msg_type"] == "stream")
         assert "alive 0 True" in text and "alive 1 True" in text, text
         _iopub_of_start_cell(kc, "c.stop()")
+
+
+def test_engines_that_cannot_start_are_a_clear_error_in_bounded_time(tmp_path):
+    """An engine that dies before registering (here: torch fails to import) is named."""
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('a broken torch, for this test')\n")
+    script = """
+import time
+from helpers.runtime.cluster import start_cluster
+t0 = time.perf_counter()
+try:
+    start_cluster(2, "gloo", quiet=True)
+except RuntimeError as err:
+    print("ERROR", round(time.perf_counter() - t0, 1), err)
+"""
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))   # the notebook side needs no torch
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert "ERROR" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "before the engine processes exited" in out.stdout
+    assert "a broken torch, for this test" in out.stdout   # the engine's own traceback
+    seconds = float(out.stdout.split("ERROR", 1)[1].split()[0])
+    assert seconds < 60, seconds

@@ -15,9 +15,10 @@ import time
 from typing import Any, Iterator
 
 import ipyparallel as ipp
+import psutil
 
 from helpers.runtime import launchers
-from helpers.runtime.processes import OWNER_VARIABLE
+from helpers.runtime.processes import OWNER_VARIABLE, running
 from helpers.runtime.progress import StartProgress
 
 # The controller counts an engine as registered at the heartbeat after its first pong:
@@ -114,18 +115,37 @@ def start_processes(ipp_cluster: ipp.Cluster, plan: launchers.LaunchPlan, n_rank
         ipp_cluster.start_engines_sync(n_ranks)
     deadline = time.monotonic() + ipp_cluster.engine_timeout
     while len(client.ids) < n_ranks:
-        left = deadline - time.monotonic()
-        if left <= 0:
+        if time.monotonic() > deadline or _engines_exited(ipp_cluster):
             client.close()
-            raise TimeoutError(f"{len(client.ids)} of {n_ranks} engines registered within "
-                               f"{ipp_cluster.engine_timeout} s")
+            raise RuntimeError(
+                f"{len(client.ids)} of {n_ranks} engines registered "
+                + ("before the engine processes exited" if _engines_exited(ipp_cluster)
+                   else f"within {ipp_cluster.engine_timeout} s")
+                + f"; their last output:\n{engine_output(ipp_cluster)}")
         with contextlib.suppress(TimeoutError):
-            client.wait_for_engines(len(client.ids) + 1, timeout=min(left, 0.5),
-                                    interactive=False)
+            client.wait_for_engines(len(client.ids) + 1, timeout=0.5, interactive=False)
         progress.registered(len(client.ids))
     progress.done("engines registered")
     activate(client)
     return client
+
+
+def _engines_exited(ipp_cluster: ipp.Cluster) -> bool:
+    """True when every engine process this machine started has ended (local launcher)."""
+    found = [getattr(launcher, "process", None) for engine_set in ipp_cluster.engines.values()
+             for launcher in engine_set.launchers.values()]   # psutil.Process, local only
+    return bool(found) and all(isinstance(proc, psutil.Process) and not running(proc)
+                               for proc in found)
+
+
+def engine_output(ipp_cluster: ipp.Cluster, lines: int = 12) -> str:
+    """The last `lines` lines each engine process wrote (stdout and stderr)."""
+    tails = []
+    for engine_set in ipp_cluster.engines.values():
+        for launcher in engine_set.launchers.values():
+            with contextlib.suppress(Exception):
+                tails.append("".join(launcher.get_output().splitlines(True)[-lines:]))
+    return "\n".join(tail for tail in tails if tail) or "(none)"
 
 
 def activate(client: ipp.Client) -> None:
