@@ -168,10 +168,18 @@ def test_the_keeper_ends_an_idle_warm_cluster(children):
     # ... then ended by its keeper once idle for 3 s
     assert wait_until(lambda: cluster_processes(wid) == [], 30), \
         [p.pid for p in cluster_processes(wid)]
-    assert not any(psutil.pid_exists(pid) and running(psutil.Process(pid)) for pid in info["pids"])
+    # An ending process stops showing its environment a moment before it is gone.
+    assert wait_until(lambda: not any(_running_pid(pid) for pid in info["pids"]), 10)
     # discard() ends the processes first, then forgets the files: wait for the second step
     assert wait_until(lambda: not cluster_file(wid).exists(), 10), cluster_file(wid)
     assert wait_until(lambda: keepers(wid) == [], 10)
+
+
+def _running_pid(pid: int) -> bool:
+    try:
+        return running(psutil.Process(pid))
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_stop_warm_clusters_ends_them_at_once(children):

@@ -8,15 +8,26 @@ from __future__ import annotations
 import os
 import socket
 from datetime import timedelta
-from typing import Any
-
-import torch
-import torch.distributed as dist
+from typing import TYPE_CHECKING, Any
 
 from helpers.formatting import to_plain
 
+if TYPE_CHECKING:
+    import torch.distributed as dist
+
+# torch is imported inside the functions: the notebook imports this module only to ship
+# its functions, and must not pay for torch (the engines import it when they start).
+
 # Rank 0 owns the rendezvous store; it must outlive the call that created it.
 _master_store: dist.TCPStore | None = None
+
+
+def ready() -> int:
+    """torch and torch.distributed are imported here; return this engine's pid."""
+    import torch  # noqa: F401
+    import torch.distributed  # noqa: F401
+
+    return os.getpid()
 
 
 def _user_namespace() -> dict:
@@ -36,6 +47,8 @@ def open_store(world_size: int, timeout_s: float, host: str = "127.0.0.1") -> in
     given 127.0.0.1 still binds every interface) and port 0 avoids port races.
     """
     global _master_store
+    import torch.distributed as dist
+
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
@@ -59,6 +72,9 @@ def join_group(rank: int, world_size: int, backend: str, port: int, timeout_s: f
     every collective first meets the other ranks in a monitored barrier and
     compares shapes and dtypes, so a mismatch is an error naming the ranks.
     """
+    import torch
+    import torch.distributed as dist
+
     os.environ["GLOO_SOCKET_IFNAME"] = interface  # gloo pairs listen on this interface only
     if interface != "lo":
         os.environ.setdefault("NCCL_SOCKET_IFNAME", interface)
@@ -96,6 +112,8 @@ def join_group(rank: int, world_size: int, backend: str, port: int, timeout_s: f
 def leave_group() -> bool:
     """Destroy every process group (if any) and drop the store. Idempotent."""
     global _master_store
+    import torch.distributed as dist
+
     was_initialized = dist.is_initialized()
     if was_initialized:
         dist.destroy_process_group()
@@ -104,11 +122,24 @@ def leave_group() -> bool:
 
 
 def fresh_start() -> int:
-    """Before an engine serves a new notebook: no group, an empty namespace; return pid."""
+    """Before an engine serves a new notebook: no group, an empty namespace; return pid.
+
+    IPython's reset() also runs gc.collect() (in its output cache flush): 0.3 s per
+    engine once torch is loaded. The namespace and the output cache are emptied all the
+    same; objects in reference cycles go at the next automatic collection.
+    """
     leave_group()
     from IPython import get_ipython
 
-    get_ipython().reset(new_session=False)
+    shell = get_ipython()
+    hook = shell.displayhook
+    full_cache = hook.do_full_cache
+    hook.do_full_cache = False
+    try:
+        shell.reset(new_session=False)
+    finally:
+        hook.do_full_cache = full_cache
+    hook._, hook.__, hook.___ = "", "", ""   # what the skipped flush releases
     return os.getpid()
 
 
@@ -117,6 +148,8 @@ def snapshot(**arguments: Any) -> dict:
 
     `snapshot(tensor=t, scatter_list=None)` → {"tensor": t.clone(), "scatter_list": None}
     """
+    import torch
+
     def copy(value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             return value.detach().clone()

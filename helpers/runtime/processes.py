@@ -59,23 +59,31 @@ def running(proc: psutil.Process) -> bool:
         return False
 
 
-def end_processes(procs: list[psutil.Process], grace_s: float = 3.0) -> None:
-    """SIGTERM, wait up to `grace_s`, then SIGKILL whatever is left.
+def end_processes(procs: list[psutil.Process], grace_s: float = 3.0,
+                  kill_wait_s: float = 5.0) -> None:
+    """SIGTERM, wait up to `grace_s`, then SIGKILL whatever is left and wait for it.
 
-    A zombie counts as ended: its parent (ipyparallel's launcher) reaps it later.
+    A zombie counts as ended: its parent (ipyparallel's launcher) reaps it later, or
+    nobody does (an engine forked by another is adopted by PID 1, which may not reap).
     """
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
-    deadline = time.monotonic() + grace_s
-    alive = [p for p in procs if running(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.05)
-        alive = [p for p in alive if running(p)]
+    alive = _wait_ended([p for p in procs if running(p)], grace_s)
     for proc in alive:
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
+    _wait_ended(alive, kill_wait_s)
+
+
+def _wait_ended(procs: list[psutil.Process], wait_s: float) -> list[psutil.Process]:
+    """Poll until none of `procs` runs or `wait_s` passed; those still running."""
+    deadline = time.monotonic() + wait_s
+    alive = [p for p in procs if running(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+        alive = [p for p in alive if running(p)]
+    return alive
 
 
 def orphaned_processes() -> list[psutil.Process]:

@@ -1,0 +1,90 @@
+"""Engines of the local launcher: one process imports torch, the others are forked from it.
+
+    python -m helpers.runtime.engine_boot CONNECTION_FILE N_ENGINES [ipengine arguments...]
+
+ipyparallel starts each engine once the controller has written its connection file,
+and each engine imports torch (1.5 CPU-s) when the first cell needs it. Here one
+process starts at once, imports torch, ipykernel and the engine code while the
+controller starts, then forks N_ENGINES - 1 copies of itself, so the imports are paid
+once instead of once per rank (the way a torch DataLoader forks its workers after
+importing torch: nothing has started CUDA, MPI or a ZeroMQ context yet). Every
+process then waits (bounded) for the controller's engine connection file, hands it
+to ipyparallel's engine through $IPP_CONNECTION_INFO and becomes one engine.
+
+Each copy is forked twice and its middle process exits, so the engines are not
+children of one another: any of them can end without leaving a zombie in another.
+Each copy reseeds Python's and torch's random generators, as a new process would.
+Started by helpers.runtime.cluster (every notebook's start cell, local launcher).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+
+WAIT_S = float(os.environ.get("TUTORIAL_ENGINE_WAIT_S", "120"))
+
+
+def read_connection_file(path: str, wait_s: float = WAIT_S,
+                         poll_s: float = 0.05) -> str:
+    """The JSON text of `path` once it exists and parses; SystemExit after `wait_s`.
+
+    The controller writes the file in place, so a reader can see it half written.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+            json.loads(text)
+            return text
+        except (FileNotFoundError, ValueError):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"engine_boot: the controller's connection file {path} "
+                                 f"did not arrive within {wait_s:g} s") from None
+            time.sleep(poll_s)
+
+
+def fork_engines(copies: int) -> bool:
+    """Fork `copies` detached copies of this process; True in a copy, False in the original."""
+    for _ in range(copies):
+        middle = os.fork()
+        if middle == 0:
+            if os.fork() != 0:
+                os._exit(0)  # the middle process: its child is adopted, not ours
+            _reseed()
+            return True
+        os.waitpid(middle, 0)
+    return False
+
+
+def _reseed() -> None:
+    """Fresh random state, as a new process has (a fork copies its parent's)."""
+    import torch
+
+    random.seed()
+    torch.seed()
+
+
+def main() -> None:
+    if len(sys.argv) < 3 or not sys.argv[2].isdigit() or int(sys.argv[2]) < 1:
+        raise SystemExit("usage: python -m helpers.runtime.engine_boot CONNECTION_FILE "
+                         "N_ENGINES [ipengine arguments...]")
+    connection_file = sys.argv.pop(1)
+    n_engines = int(sys.argv.pop(1))
+    import ipykernel.ipkernel  # noqa: F401  what every engine imports; paid once
+    import torch  # noqa: F401  the import each rank would otherwise pay in join_group
+    import torch.distributed  # noqa: F401
+    from ipyparallel.engine.app import main as engine_main
+
+    import helpers.runtime.engine  # noqa: F401
+
+    fork_engines(n_engines - 1)
+    os.environ["IPP_CONNECTION_INFO"] = read_connection_file(connection_file)
+    engine_main()
+
+
+if __name__ == "__main__":
+    main()
