@@ -128,8 +128,8 @@ def _role(proc: psutil.Process) -> str:
     command = " ".join(proc.cmdline())
     if "ipyparallel.engine.nanny" in command:
         return "nanny"
-    if "ipyparallel.engine" in command:
-        return "engine"
+    if "ipyparallel.engine" in command or "helpers.runtime.engine_boot" in command:
+        return "engine"   # engine_boot: the local launcher's engines (forked from one)
     if unix_sockets.CONTROLLER_MODULE in command:
         return "controller"   # the controller and its scheduler processes
     return command
