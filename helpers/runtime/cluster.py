@@ -220,7 +220,7 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
     use_warm = warm_start.warm_requested(warm) and launcher == "local"
     try:
         plan = launchers.cluster_options(launcher, n_ranks, interface=interface)
-    except ValueError as err:
+    except (ValueError, RuntimeError) as err:  # RuntimeError: the socket folder
         raise ClusterConfigError(str(err)) from None
     if _current is not None:
         _current.stop()

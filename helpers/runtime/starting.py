@@ -133,7 +133,7 @@ def start_processes(ipp_cluster: ipp.Cluster, plan: launchers.LaunchPlan, n_rank
 def _engines_exited(ipp_cluster: ipp.Cluster) -> bool:
     """True when every engine process this machine started has ended (local launcher)."""
     found = [getattr(launcher, "process", None) for engine_set in ipp_cluster.engines.values()
-             for launcher in engine_set.launchers.values()]   # psutil.Process, local only
+             for launcher in getattr(engine_set, "launchers", {}).values()]  # local only
     return bool(found) and all(isinstance(proc, psutil.Process) and not running(proc)
                                for proc in found)
 
