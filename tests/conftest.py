@@ -65,7 +65,10 @@ def _warm_notebooks(request, monkeypatch):
 
 def warm_environment() -> dict[str, str]:
     """The variables that make a notebook (or tools.build) use the session's warm engines."""
-    return {"TUTORIAL_WARM_START": "1", "IPYTHONDIR": str(WARM_IPYTHONDIR)}
+    # Idle long enough to outlast a test file that uses another world size; the session's
+    # end stops them at once (and a killed run's keepers after these 15 minutes).
+    return {"TUTORIAL_WARM_START": "1", "IPYTHONDIR": str(WARM_IPYTHONDIR),
+            "TUTORIAL_WARM_IDLE": "900"}
 
 
 def stop_session_warm_clusters() -> str:
@@ -76,23 +79,22 @@ def stop_session_warm_clusters() -> str:
     return done.stdout + done.stderr
 
 
-# Whole files about start-up, lifecycle, leftovers, the warm start itself, MPI or timeouts:
-# every test in them is `cold` (a single test elsewhere says @pytest.mark.cold).
+# Whole files about start-up, lifecycle, leftovers, isolation, the warm start itself, MPI
+# or timeouts: every test in them is `cold` (a single test elsewhere: @pytest.mark.cold).
 COLD_FILES = {"test_cluster.py", "test_jupyterlab.py", "test_launchers.py",
               "test_leftovers.py", "test_mpi_notebook.py", "test_notebook_debugging.py",
-              "test_warm.py"}
+              "test_sharing.py", "test_warm.py"}
+
+
+# Notebook 13 times out and kills ranks on purpose: wherever it runs (e.g. its student
+# copy), it starts cold.
+COLD_NOTEBOOKS = ("13_debugging",)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in COLD_FILES:
+        if item.path.name in COLD_FILES or any(nb in item.name for nb in COLD_NOTEBOOKS):
             item.add_marker(pytest.mark.cold)
-
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "cold: a notebook test that must start its own engines (start-up, "
-                   "leftovers, lifecycle, timeouts): never the session's warm engines")
 
 
 def pytest_sessionfinish(session, exitstatus):
