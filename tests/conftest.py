@@ -83,7 +83,7 @@ def stop_session_warm_clusters() -> str:
 # or timeouts: every test in them is `cold` (a single test elsewhere: @pytest.mark.cold).
 COLD_FILES = {"test_cluster.py", "test_jupyterlab.py", "test_launchers.py",
               "test_leftovers.py", "test_mpi_notebook.py", "test_notebook_debugging.py",
-              "test_sharing.py", "test_warm.py"}
+              "test_private_sockets.py", "test_sharing.py", "test_startup.py", "test_warm.py"}
 
 
 # Notebook 13 times out and kills ranks on purpose: wherever it runs (e.g. its student
