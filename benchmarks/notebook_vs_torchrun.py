@@ -97,11 +97,11 @@ def child(kind: str, n: int) -> None:
 
 
 def html_build(warm: bool, build_root: Path, notebooks: tuple[str, ...] = ()) -> dict:
-    """`python -m tools.build --force --warm|--cold [notebooks]` into a build folder of its own."""
+    """`python -m tools.build --force [--warm] [notebooks]` into a build folder of its own."""
     env = dict(os.environ, TUTORIAL_BUILD_DIR=str(build_root / ("warm" if warm else "cold")))
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "tools.build", "--force",
-                           "--warm" if warm else "--cold", *notebooks], cwd=REPO, env=env,
+                           *(["--warm"] if warm else []), *notebooks], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=3600)
     return {"seconds": time.perf_counter() - t0, "rc": proc.returncode,
             "tail": proc.stdout[-800:] + proc.stderr[-800:]}
