@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
-	@echo "                 (WARM=1: start the engines once for the whole series)"
+	@echo "                 (one set of engines per world size; COLD=1: new ones per notebook)"
 	@echo "make slides      reveal.js slides of the executed notebooks (after make html)"
 	@echo "make student     student copies without exercise solutions, in build/student"
 	@echo "make install-mpi mpi4py, for TUTORIAL_LAUNCHER=mpi (Open MPI from your OS)"
@@ -48,7 +48,7 @@ install-mpi: $(INSTALLED)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check mpi4py==4.1.2
 
 html: $(INSTALLED)
-	$(PYTHON) -m tools.build $(if $(WARM),--warm)
+	$(PYTHON) -m tools.build $(if $(COLD),--cold)
 
 slides: html
 	$(PYTHON) -m tools.classroom slides

@@ -1,4 +1,12 @@
-"""Test-wide settings: ipyparallel and Jupyter files go to a temporary folder, never ~."""
+"""Test-wide settings: ipyparallel and Jupyter files go to a temporary folder, never ~.
+
+Notebook executions (tests marked `notebook`) run with the warm start
+(helpers/runtime/warm.py): one set of engines per world size serves every notebook of
+the session, each with a fresh process group and an empty namespace. Their warm
+clusters live in a folder of their own (WARM_IPYTHONDIR), so tests about warm start,
+leftovers and lifecycle never see them; those tests, and any marked `cold`, start cold.
+NCCL_NOTEBOOKS_TESTS_COLD=1 runs every notebook cold (as before the warm default).
+"""
 from __future__ import annotations
 
 import os
@@ -18,8 +26,10 @@ for name, sub in [("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "runtime"),
     os.environ[name] = str(_SANDBOX / sub)
     (_SANDBOX / sub).mkdir(parents=True, exist_ok=True)
 os.environ["TUTORIAL_OFFLINE"] = "1"   # no network fetch unless a test asks for one
-os.environ.pop("TUTORIAL_RANKS", None)
-os.environ.pop("TUTORIAL_BACKEND", None)
+for name in ("TUTORIAL_RANKS", "TUTORIAL_BACKEND", "TUTORIAL_WARM_START"):
+    os.environ.pop(name, None)
+WARM_IPYTHONDIR = _SANDBOX / "ipython-warm"
+WARM_IPYTHONDIR.mkdir()
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:   # tools/ is not installed: it runs from the checkout
@@ -32,8 +42,66 @@ def sandbox() -> Path:
     return _SANDBOX
 
 
+def warm_wanted(item: pytest.Item) -> bool:
+    """Whether a test's notebook executions share the session's warm engines."""
+    if os.environ.get("NCCL_NOTEBOOKS_TESTS_COLD", "").strip() not in ("", "0"):
+        return False
+    return (item.get_closest_marker("notebook") is not None
+            and item.get_closest_marker("cold") is None)
+
+
+@pytest.fixture(autouse=True)
+def _warm_notebooks(request, monkeypatch):
+    """TUTORIAL_WARM_START=1 (engines shared per world size) for notebook tests not `cold`.
+
+    Function-scoped: a module or session fixture that executes a notebook opts in with
+    `warm_environment()` itself (else it runs cold).
+    """
+    if warm_wanted(request.node):
+        for name, value in warm_environment().items():
+            monkeypatch.setenv(name, value)
+    yield
+
+
+def warm_environment() -> dict[str, str]:
+    """The variables that make a notebook (or tools.build) use the session's warm engines."""
+    # Idle long enough to outlast a test file that uses another world size; the session's
+    # end stops them at once (and a killed run's keepers after these 15 minutes).
+    return {"TUTORIAL_WARM_START": "1", "IPYTHONDIR": str(WARM_IPYTHONDIR),
+            "TUTORIAL_WARM_IDLE": "900"}
+
+
+def stop_session_warm_clusters() -> str:
+    """End the warm clusters notebook tests left (their keepers would in TUTORIAL_WARM_IDLE)."""
+    env = dict(os.environ, IPYTHONDIR=str(WARM_IPYTHONDIR))
+    done = subprocess.run([sys.executable, "-m", "helpers.runtime.warm", "stop"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120)
+    return done.stdout + done.stderr
+
+
+# Whole files about start-up, lifecycle, leftovers, isolation, the warm start itself, MPI
+# or timeouts: every test in them is `cold` (a single test elsewhere: @pytest.mark.cold).
+COLD_FILES = {"test_cluster.py", "test_jupyterlab.py", "test_launchers.py",
+              "test_leftovers.py", "test_mpi_notebook.py", "test_notebook_debugging.py",
+              "test_private_sockets.py", "test_sharing.py", "test_startup.py", "test_warm.py"}
+
+
+# Notebook 13 times out and kills ranks on purpose: wherever it runs (e.g. its student
+# copy), it starts cold.
+COLD_NOTEBOOKS = ("13_debugging",)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in COLD_FILES or any(nb in item.name for nb in COLD_NOTEBOOKS):
+            item.add_marker(pytest.mark.cold)
+
+
 def pytest_sessionfinish(session, exitstatus):
-    # Whatever a failed test left running: stop it, then drop the sandbox.
-    subprocess.run([sys.executable, "-m", "ipyparallel.cluster", "stop", "--all"],
-                   capture_output=True, timeout=60)
+    # The warm engines, then whatever a failed test left running; then drop the sandbox.
+    stop_session_warm_clusters()
+    for ipython_dir in (os.environ["IPYTHONDIR"], str(WARM_IPYTHONDIR)):
+        subprocess.run([sys.executable, "-m", "ipyparallel.cluster", "stop", "--all"],
+                       env=dict(os.environ, IPYTHONDIR=ipython_dir),
+                       capture_output=True, timeout=60)
     shutil.rmtree(_SANDBOX, ignore_errors=True)

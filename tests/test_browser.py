@@ -44,10 +44,22 @@ def html_dir(tmp_path_factory) -> Path:
     cmd = [sys.executable, "-m", "tools.build",
            *(str(NOTEBOOKS / f"{stem}.ipynb") for stem in BUILT)]
     returncode, out = run_bounded(cmd, REPO, env, BUILD_TIMEOUT_S)
+    (build / "build.log").write_text(out)
     assert returncode == 0, f"tools.build exited {returncode}:\n{out[-4000:]}"
     html = build / "html"
     assert (html / "index.html").is_file(), out[-4000:]
     return html
+
+
+def test_the_build_ran_the_notebooks_on_one_set_of_engines(html_dir):
+    """make html's default: the first notebook at 4 ranks starts the engines, the rest reuse
+    them (the progress line says so, as the start cell's summary line does)."""
+    log = (html_dir.parent / "build.log").read_text()
+    progress = {stem: line for line in log.splitlines() for stem in BUILT
+                if line.startswith(f"{stem}.ipynb")}
+    assert set(progress) == set(BUILT), log[-4000:]
+    assert "engines reused" not in progress[BUILT[0]]
+    assert all("engines reused" in progress[stem] for stem in BUILT[1:]), progress
 
 
 @pytest.fixture(scope="module")

@@ -166,3 +166,48 @@ def test_only_what_a_notebook_uses_executes_it_again(tmp_path, monkeypatch, caps
     (root / "images" / "scatter.png").write_bytes(b"\x89PNG\r\n\x1a\n redrawn")
     build.build(notebooks)
     assert executed == ["01_scatter.ipynb", "11_bandwidth.ipynb"]
+
+
+WARM_SETTING = "import os; print('WARM_START=' + os.environ.get('TUTORIAL_WARM_START', 'unset'))"
+
+
+def test_the_build_is_warm_by_default_and_cold_with_the_flag(tmp_path):
+    nb = _notebook(tmp_path / "94_mode.ipynb", WARM_SETTING)
+    executed = tmp_path / "build" / "executed" / "94_mode.ipynb"
+    for flags, expected in [((), "WARM_START=1"), (("--cold",), "WARM_START=0"),
+                            (("--warm",), "WARM_START=1")]:
+        run = _build(tmp_path, *flags, nb)
+        assert run.returncode == 0, run.stdout + run.stderr
+        # a new mode is a new setting: the page is executed again, in that mode
+        assert "up to date" not in run.stdout, (flags, run.stdout)
+        assert expected in executed.read_text(), (flags, executed.read_text()[-500:])
+
+
+def test_make_html_passes_cold_only_when_asked():
+    def html_command(*variables: str) -> str:
+        run = subprocess.run(["make", "-n", "html", *variables], cwd=REPO, capture_output=True,
+                             text=True, timeout=60, env={**os.environ, "VIRTUAL_ENV": sys.prefix})
+        assert run.returncode == 0, run.stdout + run.stderr
+        return next(line for line in run.stdout.splitlines() if "-m tools.build" in line)
+
+    assert html_command().rstrip().endswith("-m tools.build")
+    assert html_command("COLD=1").rstrip().endswith("-m tools.build --cold")
+    assert "--cold" not in html_command("WARM=1")
+
+
+def test_the_progress_line_says_when_engines_were_reused():
+    from tools.build import engines_note
+
+    def with_output(text: str) -> nbformat.NotebookNode:
+        nb = nbformat.v4.new_notebook()
+        cell = nbformat.v4.new_code_cell("cluster = start_cluster()")
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+        nb.cells = [cell]
+        return nb
+
+    summary = "4 rank(s) · backend gloo · collective timeout 60 s · checks off · {}\n"
+    assert engines_note(with_output(summary.format(
+        "warm start: engines reused, group re-created"))) == " · engines reused"
+    assert engines_note(with_output(summary.format(
+        "warm start: engines kept for the next notebook"))) == ""
+    assert engines_note(with_output(summary.format("local"))) == ""

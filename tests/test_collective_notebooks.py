@@ -25,16 +25,27 @@ EXPECTED = {
 }
 
 
+_EXECUTED: dict[tuple[str, int], tuple] = {}
+
+
+def _executed(stem: str, n_ranks: int, tmp_path_factory, monkeypatch) -> tuple:
+    """(executed notebook, its records): one execution per notebook and world size, shared
+    by the tests of this file that read the same run."""
+    if (stem, n_ranks) not in _EXECUTED:
+        out = tmp_path_factory.mktemp(f"{stem}-{n_ranks}")
+        results = out / "results"
+        monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
+        nb = execute(NOTEBOOKS / f"{stem}.ipynb", out, n_ranks=n_ranks)
+        records = json.loads((results / f"{stem}.json").read_text())
+        _EXECUTED[stem, n_ranks] = nb, records if isinstance(records, list) else [records]
+    return _EXECUTED[stem, n_ranks]
+
+
 @pytest.mark.notebook
 @pytest.mark.parametrize("n_ranks", [2, 3, 4])
 @pytest.mark.parametrize("stem", sorted(EXPECTED))
-def test_notebook_results_match_the_model(stem, n_ranks, tmp_path, monkeypatch):
-    results = tmp_path / "results"
-    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
-    nb = execute(NOTEBOOKS / f"{stem}.ipynb", tmp_path, n_ranks=n_ranks)
-
-    records = json.loads((results / f"{stem}.json").read_text())
-    records = records if isinstance(records, list) else [records]
+def test_notebook_results_match_the_model(stem, n_ranks, tmp_path_factory, monkeypatch):
+    nb, records = _executed(stem, n_ranks, tmp_path_factory, monkeypatch)
     assert {r["collective"] for r in records} == EXPECTED[stem]
     assert_records_match_model(records, n_ranks)
     for record in records:
@@ -53,11 +64,8 @@ def test_notebook_results_match_the_model(stem, n_ranks, tmp_path, monkeypatch):
 
 
 @pytest.mark.notebook
-def test_all_reduce_probe_reports_what_gloo_refuses(tmp_path, monkeypatch):
-    results = tmp_path / "results"
-    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
-    nb = execute(NOTEBOOKS / "05_all_reduce.ipynb", tmp_path, n_ranks=2)
-    records = json.loads((results / "05_all_reduce.json").read_text())
+def test_all_reduce_probe_reports_what_gloo_refuses(tmp_path_factory, monkeypatch):
+    nb, records = _executed("05_all_reduce", 2, tmp_path_factory, monkeypatch)
     accepted = {(r["params"]["op"], r["dtype"]) for r in records}
     for op in ("SUM", "PRODUCT", "MIN", "MAX"):
         assert {(op, "float32"), (op, "int64")} <= accepted

@@ -5,7 +5,11 @@
   in build/html stay as they were (every page is written to a temporary file,
   then moved into place);
 - incremental: a notebook whose source, helpers and settings did not change since
-  its last good page is not executed again.
+  its last good page is not executed again;
+- warm by default: one set of engines per world size serves the whole build
+  (helpers/runtime/warm.py; each notebook gets a fresh process group and an empty
+  namespace, its summary line says "engines reused", its progress line "engines reused"),
+  ended when the build is done. `--cold` starts new engines for every notebook.
 """
 from __future__ import annotations
 
@@ -32,7 +36,8 @@ HTML_DIR = BUILD_DIR / "html"
 EXECUTED_DIR = BUILD_DIR / "executed"
 STAMP_DIR = BUILD_DIR / ".stamps"
 SETTINGS = ("TUTORIAL_RANKS", "TUTORIAL_BACKEND", "TUTORIAL_TIMEOUT", "TUTORIAL_OFFLINE",
-            "TUTORIAL_DEBUG", "TUTORIAL_LAUNCHER")
+            "TUTORIAL_DEBUG", "TUTORIAL_LAUNCHER", "TUTORIAL_WARM_START")
+REUSED = "warm start: engines reused"    # what a start cell's summary says on warm engines
 
 
 def fingerprint(notebook: Path, root: Path = REPO_ROOT) -> str:
@@ -200,6 +205,15 @@ really held, checked against a NumPy model.</p>
     atomic_write(HTML_DIR / "index.html", page)
 
 
+def engines_note(nb: nbformat.NotebookNode) -> str:
+    """' · engines reused' when the notebook's start cell took over warm engines."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if REUSED in out.get("text", ""):
+                return " · engines reused"
+    return ""
+
+
 def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> int:
     failed = []
     for notebook in notebooks:
@@ -225,7 +239,8 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> i
         atomic_write(page, to_html(nb))
         note = write_card_picture(notebook.stem, nb)
         atomic_write(stamp, key)
-        print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok{note}", flush=True)
+        print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok{engines_note(nb)}{note}",
+              flush=True)
     site_nav.renavigate(HTML_DIR, series_entries(notebooks))
     write_index(notebooks)
     if failed:
@@ -242,15 +257,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="notebooks to build (default: all in notebooks/)")
     parser.add_argument("--force", action="store_true", help="execute even if up to date")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
-    parser.add_argument("--warm", action="store_true",
-                        help="start engines once for the whole series (TUTORIAL_WARM_START)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--cold", action="store_true",
+                      help="start new engines for every notebook (default: warm start, one "
+                           "set of engines per world size for the whole build)")
+    mode.add_argument("--warm", action="store_true",
+                      help="the default, kept for `make html WARM=1`")
     args = parser.parse_args(argv)
     notebooks = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb"))
-    if not args.warm:
+    # The notebooks' kernels inherit it (and it is one of the SETTINGS of a page).
+    os.environ["TUTORIAL_WARM_START"] = "0" if args.cold else "1"
+    if args.cold:
         return build(notebooks, args.timeout, args.force)
     from helpers.runtime.warm import stop_warm_clusters
 
-    os.environ["TUTORIAL_WARM_START"] = "1"  # the notebooks' kernels inherit it
     try:
         return build(notebooks, args.timeout, args.force)
     finally:
