@@ -174,7 +174,7 @@ def html_build(warm: bool, build_root: Path, notebooks: tuple[str, ...] = ()) ->
     env = dict(os.environ, TUTORIAL_BUILD_DIR=str(build_root / ("warm" if warm else "cold")))
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "tools.build", "--force",
-                           *(["--warm"] if warm else []), *notebooks], cwd=REPO, env=env,
+                           "--warm" if warm else "--cold", *notebooks], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=3600)
     if proc.returncode:
         raise RuntimeError(f"html build failed:\n{proc.stdout[-800:]}{proc.stderr[-800:]}")
