@@ -446,9 +446,13 @@ def test_gloo_claim(claim_key, case_key, n):
 def test_detail_checks_cost_time(n):
     """13-detail-cost: a 1-element all_reduce is slower with the DETAIL checks than without."""
     entry = CASES["13-detail-cost"]
-    off, on = (max(_returned(o) for o in run_disposable(entry.case, world_size=n, detail=d))
-               for d in (False, True))
-    assert on > 1.5 * off, (off, on)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(3):   # alternated, the fastest of each: the suite runs other work beside
+        for detail in (False, True):
+            times[detail].append(max(_returned(o) for o in run_disposable(
+                entry.case, world_size=n, detail=detail)))
+    off, on = min(times[False]), min(times[True])
+    assert on > 1.5 * off, times
 
 
 # ---------------------------------------------------------------- the ledger itself

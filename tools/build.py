@@ -209,7 +209,8 @@ def engines_note(nb: nbformat.NotebookNode) -> str:
     """' · engines reused' when the notebook's start cell took over warm engines."""
     for cell in nb.cells:
         for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            if REUSED in out.get("text", ""):
+            # the summary is a display (text/plain) in a kernel, a stream elsewhere
+            if REUSED in out.get("text", "") + str(out.get("data", {}).get("text/plain", "")):
                 return " · engines reused"
     return ""
 

@@ -11,12 +11,24 @@ or the measured timeline). `show_animation(anim)` embeds it in the page as PNG f
   filling in over time (notebooks 18 and 00).
 
 The static figures (helpers.plots, helpers.ring, helpers.training.pipeline) stay for print
-and slides. Used by notebooks 00-08, 10 and 18.
+and slides. Used by notebooks 00-08, 10 and 18, which import from the submodules
+(`from helpers.animations.records import animate_record`): a page then depends on the
+modules it uses only, so editing helpers/ring.py re-executes notebook 10 alone.
 """
-from helpers.animations.core import read_frame, show_animation
-from helpers.animations.records import animate_record
-from helpers.animations.ring import animate_ring
-from helpers.animations.timeline import animate_barrier, animate_timeline
+from __future__ import annotations
 
-__all__ = ["animate_barrier", "animate_record", "animate_ring", "animate_timeline",
-           "read_frame", "show_animation"]
+import importlib
+from typing import Any
+
+_WHERE = {"read_frame": "core", "show_animation": "core", "animate_record": "records",
+          "animate_ring": "ring", "animate_barrier": "timeline",
+          "animate_timeline": "timeline"}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    """`from helpers.animations import animate_ring` imports only the module it needs."""
+    if name not in _WHERE:
+        raise AttributeError(f"module 'helpers.animations' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import ipyparallel as ipp
 
 from helpers.results import plain_values
-from helpers.runtime import engine, launchers
+from helpers.runtime import engine, launchers, unix_sockets
 from helpers.runtime import warm as warm_start
 from helpers.runtime.config import (ClusterConfigError, resolve_config, resolve_debug,  # noqa: F401
                             resolve_timeout, visible_gpu_count)  # re-exported
@@ -162,6 +162,8 @@ class TutorialCluster:
         with quiet(self._ipp_cluster), contextlib.suppress(Exception):
             self._ipp_cluster.stop_cluster_sync()  # its bookkeeping: the cluster file
         forget_cluster_files(self.cluster_id)  # a controller ended by SIGKILL leaves them
+        if str(self._ipp_cluster.controller_ip).startswith("/"):   # unix sockets: a path
+            unix_sockets.remove_sockets(self._ipp_cluster.controller_ip)
         with contextlib.suppress(Exception):
             self._owner.terminate()
             self._owner.wait(timeout=5)

@@ -66,6 +66,14 @@ def remove_stale_sockets(folder: Path, min_age_s: float = 60.0) -> int:
     return removed
 
 
+def remove_sockets(prefix: str) -> None:
+    """Remove one controller's socket files (`<prefix>:<port>`): a controller ended by
+    SIGKILL, as `stop()` ends it, cannot remove them itself."""
+    path = Path(prefix)
+    for socket_file in path.parent.glob(f"{path.name}:*"):
+        socket_file.unlink(missing_ok=True)
+
+
 def controller_socket_prefix() -> str:
     """A fresh path prefix for one controller's sockets (`<prefix>:<port>` each)."""
     folder = private_socket_dir()
@@ -115,9 +123,7 @@ def run_controller(argv: list[str] | None = None) -> None:
     finally:  # a socket file outlives its socket: remove this controller's
         interface = app.engine_info.get("interface", "") if app.engine_info else ""
         if interface.startswith("ipc://"):
-            prefix = Path(interface[len("ipc://"):])
-            for path in prefix.parent.glob(f"{prefix.name}:*"):
-                path.unlink(missing_ok=True)
+            remove_sockets(interface[len("ipc://"):])
 
 
 if __name__ == "__main__":
