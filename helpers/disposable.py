@@ -30,8 +30,15 @@ RESULT_MARK = "@@disposable-result "
 
 # What every disposable rank runs: join a fresh gloo group, call the case, report.
 _RANK_SCRIPT = r'''
-import json, os, sys, time
+import ctypes, json, os, resource, sys, time
 from datetime import timedelta
+# No core dump when gloo aborts this rank: the kernel keeps a dumping process's sockets
+# open until the dump is written (189 MB, or a pipe to a crash collector), so its peers
+# would wait out the timeout instead of failing at once, and a `core` file would be left
+# in the notebook's folder. PR_SET_DUMPABLE covers piped dumps, which ignore the rlimit.
+resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+if sys.platform == "linux":
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE = 4
 spec = json.loads(sys.argv[1])
 os.environ["GLOO_SOCKET_IFNAME"] = "lo"
 os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL" if spec["detail"] else "OFF"
