@@ -10,6 +10,7 @@ import json
 import math
 import re
 
+import numpy as np
 import pytest
 
 from conftest import NOTEBOOKS
@@ -84,21 +85,23 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     assert len(bars) == 1 and bars[0]["output_type"] == "display_data"
     assert not any("\r" in (o.get("text", "") + o.get("data", {}).get("text/plain", ""))
                    for o in _outputs(nb)), "carriage-return residue in an output"
-    # Not asserted: every fitted model within 2 × its stated error of 90 % of its points.
-    # On 16-18 points that check fails a RIGHT model about 1 fit in 10 by chance
-    # (test_bench.py::test_the_self_check_fails_a_right_model_by_chance_about_one_fit_in_ten),
-    # so a run of 8 fits shows a ✗ about half the time; on this loaded 2-core machine
-    # (load 8-11) it failed in 2 of 5 runs at 2 ranks with 5 batches, 3 of 3 with 10
-    # batches of one call. What must hold: the ✓/✗ tell the truth.
-    check_alpha_beta_section(text, rows, N, all_within=False)
+    check_alpha_beta_section(text, rows, N)
 
 
-def check_alpha_beta_section(text: str, rows: list[dict], n: int,
-                             all_within: bool = True) -> None:
+# Fitted models whose held-out check may say ✗ in one run. Measured before this was set
+# (38 runs of this notebook at 2 and 4 ranks, two at a time on 2 cores, 302 fits): no ✗,
+# the median miss on the sizes left out 0.02-2.52 ε (the ✗ is at 3 ε). If a right model
+# gets a ✗ by chance once in a thousand fits (test_bench.py saw none in 2000), two ✗
+# among a run's 8 fits come by chance less than once in 30,000 runs; stated errors that
+# are wrong for two collectives or more still fail.
+CHANCE_MISSES = 1
+
+
+def check_alpha_beta_section(text: str, rows: list[dict], n: int) -> None:
     """The α-β cells: the numpy fit, the table, the self-check, the copy bandwidth, the
-    prediction and the NCCL cell's skip, all consistent with the saved rows. With
-    `all_within`, every fitted model must be within its stated error of its points;
-    without, every ✓/✗ of the self-check must say what the rows say."""
+    prediction and the NCCL cell's skip, all consistent with the saved rows; every ✓/✗
+    of the self-check says what the rows say, and every fitted model but CHANCE_MISSES
+    predicts the sizes it was not fitted on within 3 × its stated error."""
     fits = alpha_beta.fit_all(rows)
     assert set(fits) | set(fits.refused) == set(ALL) and "all_reduce" in fits
     for collective, why in fits.refused.items():
@@ -115,18 +118,24 @@ def check_alpha_beta_section(text: str, rows: list[dict], n: int,
     assert f"α-β fit, ring terms, {n} ranks, backend gloo" in text
     assert all(fit.statistic == "time_min_us" for fit in fits.values())
     assert re.search(r"mean over all calls / fastest of 5 batches: median ×[\d.]+", text)
+    missed = []
     for collective, fit in fits.items():
         line = re.search(rf"^{collective}\s+([\d.]+) ± [\d.]+\s+([\d.]+) ± [\d.]+\s+([\d.]+)%",
                          text, flags=re.M)
         assert line, collective
         assert float(line[1]) == pytest.approx(fit.alpha_us, abs=0.051)
         assert float(line[2]) == pytest.approx(fit.beta_gbps, abs=5e-4)
-        # the model is within its stated error of the measured points (as the ✓ says)
-        inside, kept = alpha_beta.within_error(fit, rows)
-        within = inside >= 0.9 * kept
-        assert kept == fit.points >= 10 and (within or not all_within), (collective, fit)
-        mark = "✓" if within else "✗"
-        assert re.search(rf"{collective}\s+{mark} {inside} of {kept} points within", text)
+        assert fit.points >= 10 and len(fit.left_out) == fit.outliers, (collective, fit)
+        # The self-check: the points ε describes (those kept), each predicted by the fit
+        # to the other half of the sizes; ✓ when their median miss is within 3 ε.
+        misses = alpha_beta.holdout_misses(rows, collective)
+        median = float(np.median([m for k, m in misses.items() if k not in fit.left_out]))
+        within = median <= 3 * fit.error
+        assert (f"{collective:<15} {'✓' if within else '✗'} median miss on the sizes left out "
+                f"{median:5.1%} = {median / fit.error:.1f} ε (ε = {fit.error:.1%}; "
+                f"✓ up to 3 ε)") in text, collective
+        missed += [] if within else [f"{collective}: {median / fit.error:.1f} ε"]
+    assert len(missed) <= CHANCE_MISSES, missed
     copy = re.search(r"memory copy on rank 0: ([\d.]+) GB/s", text)
     assert copy and float(copy[1]) > 0.1
     best = max(rows, key=lambda r: r["busbw"])
@@ -149,10 +158,7 @@ def test_bandwidth_notebook_fits_alpha_beta_at_4_ranks(tmp_path, monkeypatch):
         assert f"rank {rank} ✓" in text
     assert "α-β fit, ring terms, 4 ranks" in text
     assert "✗" not in text.split("α-β fit, ring terms")[0]   # the self-checks before the fit
-    # As at 2 ranks; at 4 ranks on 2 cores shared with other jobs the fastest of 5 batches
-    # is itself slowed (all_reduce fit errors of 23-89 % measured; the check failed in 1 of
-    # 5 runs with 5 batches, 3 of 3 with 10): see the 2-rank test.
-    check_alpha_beta_section(text, rows, 4, all_within=False)
+    check_alpha_beta_section(text, rows, 4)
 
 
 # ------------------------------------------------------------------ helpers, no engines

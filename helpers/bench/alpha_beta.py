@@ -77,6 +77,7 @@ class Fit:
     points: int                # points the fit kept
     outliers: int = 0          # points left out, more than `outlier` × error away
     statistic: str = "time_us"  # the rows' time fitted: "time_min_us" (fastest batch) or mean
+    left_out: tuple[tuple[int, int], ...] = ()   # (world size, bytes) of each outlier
 
     @property
     def crossover_bytes(self) -> float:
@@ -127,6 +128,24 @@ def _least_squares(design: np.ndarray, size: np.ndarray,
     return solution, np.linalg.pinv(matrix.T @ matrix) * (residual @ residual) / dof
 
 
+def _fit_relative(design: np.ndarray, size: np.ndarray, time_us: np.ndarray,
+                  outlier: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """fit_joint's fit, no checks: (solution, covariance, kept points, RMS error)."""
+    kept = np.ones(len(time_us), dtype=bool)
+    while True:
+        solution, covariance = _least_squares(design[kept], size[kept], time_us[kept])
+        model = design[:, 0] * solution[0] + design[:, 1] * size * solution[1]
+        relative = time_us / model - 1                 # measured vs model, every point
+        error = float(np.sqrt(np.mean(relative[kept] ** 2)))
+        spread = 1.4826 * float(np.median(np.abs(relative[kept])))  # robust: not set by outliers
+        far = kept & (np.abs(relative) > outlier * max(spread, 1e-12))
+        room = len(time_us) // 3 - int((~kept).sum())  # at most a third left out
+        if not far.any() or room <= 0:
+            return solution, covariance, kept, error
+        worst = np.argsort(-np.abs(np.where(far, relative, 0)))[:min(room, int(far.sum()))]
+        kept[worst] = False
+
+
 def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0) -> Fit:
     """One α and one β for the rows of ONE collective (any world sizes, ≥ 2), by least
     squares on the relative error: every point weighs the same, 8 B or 64 MiB.
@@ -154,19 +173,7 @@ def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0
     time_us = np.array(measured, dtype=float)
     batched = sum("time_min_us" in r for r in used)
     statistic = {0: "time_us", len(used): "time_min_us"}.get(batched, "mixed")
-    kept = np.ones(len(used), dtype=bool)
-    while True:
-        solution, covariance = _least_squares(design[kept], size[kept], time_us[kept])
-        model = design[:, 0] * solution[0] + design[:, 1] * size * solution[1]
-        relative = time_us / model - 1                 # measured vs model, every point
-        error = float(np.sqrt(np.mean(relative[kept] ** 2)))
-        spread = 1.4826 * float(np.median(np.abs(relative[kept])))  # robust: not set by outliers
-        far = kept & (np.abs(relative) > outlier * max(spread, 1e-12))
-        room = len(used) // 3 - int((~kept).sum())     # at most a third left out
-        if not far.any() or room <= 0:
-            break
-        worst = np.argsort(-np.abs(np.where(far, relative, 0)))[:min(room, int(far.sum()))]
-        kept[worst] = False
+    solution, covariance, kept, error = _fit_relative(design, size, time_us, outlier)
     alpha_us, inv_beta = solution
     alpha_err, inv_beta_err = np.sqrt(np.clip(np.diag(covariance), 0, None))
     if inv_beta <= 0:
@@ -176,7 +183,8 @@ def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0
     return Fit(names[0], algorithm, tuple(sorted({r["world_size"] for r in used})),
                float(alpha_us), float(beta), float(alpha_err),
                float(beta * inv_beta_err / inv_beta), error, int(kept.sum()),
-               int((~kept).sum()), statistic)
+               int((~kept).sum()), statistic,
+               tuple((r["world_size"], r["bytes"]) for r, k in zip(used, kept) if not k))
 
 
 class Fits(dict):
@@ -215,6 +223,39 @@ def within_error(fit: Fit, rows: Sequence[Row], times: float = 2.0) -> tuple[int
     kept points are the `fit.points` closest to the model."""
     residuals = sorted(relative_residuals(fit, rows), key=abs)[:fit.points]
     return sum(abs(x) <= times * fit.error for x in residuals), len(residuals)
+
+
+def holdout_misses(rows: Sequence[Row], collective: str, algorithm: str = "ring",
+                   outlier: float = 3.0) -> dict[tuple[int, int], float]:
+    """|measured / predicted − 1| of every point of `collective`, keyed (world size,
+    bytes), each predicted by a fit that never saw it: per world size the sizes in order,
+    alternate sizes form two halves, each half is fitted as fit_joint fits (relative least
+    squares, outliers left out) and predicts the other. ValueError when a half has fewer
+    than 3 points."""
+    points = sorted((r for r in rows if r["collective"] == collective and r["bytes"] > 0),
+                    key=lambda r: (r["world_size"], r["bytes"]))
+    position = {}
+    halves: list[list[Row]] = [[], []]
+    for r in points:
+        index = position[r["world_size"]] = position.get(r["world_size"], -1) + 1
+        halves[index % 2].append(r)
+    if min(len(h) for h in halves) < 3:
+        raise ValueError(f"{collective}: a held-out check needs >= 6 sizes with bytes > 0, "
+                         f"got {len(points)}")
+
+    def arrays(half: list[Row]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        design = np.array([terms(collective, r["world_size"], algorithm) for r in half])
+        return (design, np.array([r["bytes"] for r in half], dtype=float),
+                np.array([fitted_time_us(r) for r in half], dtype=float))
+
+    misses = {}
+    for fitted, predicted in ((halves[0], halves[1]), (halves[1], halves[0])):
+        (alpha_us, inv_beta), *_ = _fit_relative(*arrays(fitted), outlier)
+        design, size, time_us = arrays(predicted)
+        model = design[:, 0] * alpha_us + design[:, 1] * size * inv_beta
+        for r, miss in zip(predicted, time_us / model - 1):
+            misses[r["world_size"], r["bytes"]] = abs(float(miss))
+    return misses
 
 
 def fit_table(fits: Mapping[str, Fit]) -> str:
@@ -296,19 +337,25 @@ def nccl_algo_sweep(gpus: int, max_bytes: str = "64M", iters: int = 20,
     return results
 
 
-def report_fit(rows: Sequence[Row], fits: Mapping[str, Fit], times: float = 2.0,
-               share: float = 0.9) -> Any:
-    """✓/✗ per collective: are at least `share` of the points the fit kept within `times`
-    × its stated error of the fitted model? The points it left out are counted."""
+def report_fit(rows: Sequence[Row], fits: Mapping[str, Fit], times: float = 3.0) -> Any:
+    """✓/✗ per collective: does the model predict sizes it was not fitted on about as well
+    as its stated error ε says? Each half of the sweep (alternate sizes) is fitted and
+    predicts the other half (`holdout_misses`); ✓ when the median miss over the points ε
+    describes (those the fit to every size kept) is within `times` × ε."""
     from helpers.verdicts import Report
 
     verdicts = Report()
     for collective, fit in fits.items():
-        inside, kept = within_error(fit, rows, times)
-        ok = kept > 0 and inside >= share * kept
-        verdicts.line(f"{collective:<15} {'✓' if ok else '✗'} {inside} of {kept} points "
-                      f"within {times:g} × {fit.error:.1%} of the fitted α-β model "
-                      f"({fit.outliers} more left out as outliers)", ok)
+        try:
+            misses = holdout_misses(rows, collective, fit.algorithm)
+        except ValueError as why:
+            verdicts.note(f"{collective:<15} – not checked: {why}")
+            continue
+        median = float(np.median([m for k, m in misses.items() if k not in fit.left_out]))
+        ok = median <= times * fit.error + 1e-12
+        verdicts.line(f"{collective:<15} {'✓' if ok else '✗'} median miss on the sizes "
+                      f"left out {median:5.1%} = {median / max(fit.error, 1e-12):.1f} ε "
+                      f"(ε = {fit.error:.1%}; ✓ up to {times:g} ε)", ok)
     for collective, why in getattr(fits, "refused", {}).items():
         verdicts.note(f"{collective:<15} – not checked, no fit: {why}")
     return verdicts

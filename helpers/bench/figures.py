@@ -176,7 +176,8 @@ def grade_busbw_prediction(prediction: Mapping[str, Any] | None, row: Row) -> Re
 
 def plot_fit(rows: Sequence[Row], fits: Mapping[str, Any], title: str | None = None) -> Figure:
     """Measured time per call (points: the time the fit used, see
-    helpers.bench.alpha_beta.fitted_time_us) and each collective's fitted model (line)."""
+    helpers.bench.alpha_beta.fitted_time_us; hollow: left out as outliers) and each
+    collective's fitted model (line)."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -189,12 +190,18 @@ def plot_fit(rows: Sequence[Row], fits: Mapping[str, Any], title: str | None = N
     for collective, group in by_collective(shown).items():
         color, fit = COLORS.get(collective, "black"), fits[collective]
         sizes = [r["bytes"] for r in group]
-        ax.plot(sizes, [fitted_time_us(r) for r in group], color=color, linestyle="none",
-                marker=MARKERS.get(collective, "o"), markersize=4, label=collective)
+        left_out = getattr(fit, "left_out", ())
+        for hollow in (False, True):
+            points = [r for r in group if ((r["world_size"], r["bytes"]) in left_out) == hollow]
+            if points:
+                ax.plot([r["bytes"] for r in points], [fitted_time_us(r) for r in points],
+                        color=color, linestyle="none", marker=MARKERS.get(collective, "o"),
+                        markersize=4, markerfacecolor="none" if hollow else color,
+                        label=None if hollow else collective)
         grid = np.geomspace(min(sizes), max(sizes), 100)
         ax.plot(grid, fit.predict_us(grid), color=color, linewidth=1.2, alpha=0.8)
         ax.axvline(fit.crossover_bytes, color=color, linestyle=":", linewidth=0.9)
-    _setup(ax, "time per call (µs): points measured, lines α-β fit")
+    _setup(ax, "time per call (µs): points measured (hollow: left out), lines α-β fit")
     _size_ticks(ax, [r["bytes"] for r in shown])
     ax.set_title(title or _title(shown, "α-β fit (dotted: latency = bandwidth term)"))
     ax.legend(loc="upper left", ncol=2, fontsize=9, framealpha=0.9)
