@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from animation_checks import only_animation, ring_texts  # noqa: E402
+from animation_checks import assert_one_animation_of, only_animation, ring_texts  # noqa: E402
 from conftest import NOTEBOOKS  # noqa: E402
 from helpers import p2p, ring  # noqa: E402
 from helpers import checks  # noqa: E402
@@ -67,6 +67,8 @@ def test_send_recv_notebook(n_ranks, src, dst, tmp_path, monkeypatch):
             assert (r["before"]["tensor"] is None) == (r["rank"] not in ends)
     first = {r["rank"]: r for r in records[0]["ranks"]}
     assert first[dst]["after"]["tensor"] == [10.0 * src + 1, 10.0 * src + 2]
+    # the step-through animation of the first transfer ends with what its ranks recorded
+    assert_one_animation_of(nb, records[0], "tensor")
 
     text = notebook_text(nb)
     assert "✗" not in text

@@ -1,6 +1,6 @@
 """One collective call, animated from its record: pieces fly from the rank that sent them
 to the rank that received them, reductions are combined, the last frame is the recorded
-`after`. Used by notebooks 01-08 (animate_record).
+`after`. Used by notebooks 01-09 (animate_record).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ registry (helpers.collectives.ROLES): "input"/"output" one piece, "inputs"/"outp
 per list item, "input_flat"/"output_flat" world_size chunks (all_to_all_single: cut by
 the recorded split sizes). A Route says which pieces of the sent argument arrive in one
 piece of the written argument; several sources mean a reduction.
-Used by notebooks 01-08 through helpers.animations.records.
+Used by notebooks 01-09 through helpers.animations.records.
 """
 from __future__ import annotations
 
