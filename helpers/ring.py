@@ -160,7 +160,7 @@ def gathered_states(cluster: Any, name: str = "states") -> np.ndarray:
     return np.stack(arrays, axis=1)
 
 
-def _chunk_text(chunk: np.ndarray) -> str:
+def chunk_text(chunk: np.ndarray) -> str:
     """A chunk's cell text: its value, or its first value and … when they differ."""
     first = format_value(float(chunk[0]))
     return first if np.all(chunk == chunk[0]) else first + "…"
@@ -203,7 +203,7 @@ def report_ring(measured: Any, trace: RingTrace, phase: str | None = None,
             e = expected[i, r].reshape(n, -1)
             bad = [c for c in range(n) if not np.allclose(m[c], e[c], rtol=rtol, atol=atol)]
             line += (f"   first wrong after {steps[i].label}: "
-                     + ", ".join(f"chunk {c} = {_chunk_text(m[c])} (model: {_chunk_text(e[c])})"
+                     + ", ".join(f"chunk {c} = {chunk_text(m[c])} (model: {chunk_text(e[c])})"
                                  for c in bad[:3]))
         verdicts.line(line, ok)
     return verdicts
@@ -260,7 +260,7 @@ def plot_ring(trace: RingTrace, measured: Any = None, phase: str | None = None,
     cell = min(0.5, (max_width_in - label_w - margin - (n - 1) * gap) / (n * n))
     row_h, row_gap = cell, 0.12
     fs = max(5.0, 20.0 * cell)
-    texts = [_chunk_text(shown[i, r, c]) for i in range(len(steps))
+    texts = [chunk_text(shown[i, r, c]) for i in range(len(steps))
              for r in range(n) for c in range(n)]
     fs = min(fs, 10.0, 72 * cell / max(0.62 * max(map(len, texts)), 1.8))
     width = max(label_w + n * n * cell + (n - 1) * gap + margin, 8.8)   # room for the legend
@@ -293,7 +293,7 @@ def plot_ring(trace: RingTrace, measured: Any = None, phase: str | None = None,
                 received = bool(step.recv) and step.recv[r] == c
                 edge, lw = ((WRONG_EDGE, 2.6) if wrong else ("#111111", 2.2) if received
                             else ("#8a8a8a", 0.7))
-                text = _chunk_text(shown[i, r, c])
+                text = chunk_text(shown[i, r, c])
                 ax.add_patch(Rectangle((c + 0.04, 0.04), 0.92, 0.92, facecolor=face,
                                        edgecolor=edge, linewidth=lw, clip_on=False,
                                        gid=f"step{i}:rank{r}:chunk{c}={text}"))

@@ -75,7 +75,7 @@ def busbw_figure(rows_a: list[dict], rows_b: list[dict], names: tuple[str, str])
     """PNG: busbw against size for both machines on one pair of axes (A solid, B dashed)."""
     from matplotlib.figure import Figure
 
-    from helpers.bench.figures import COLORS, _setup, by_collective
+    from helpers.bench.figures import COLORS, setup_axes, by_collective
 
     fig = Figure(figsize=(10, 5.6), dpi=100)
     ax = fig.add_subplot()
@@ -87,7 +87,7 @@ def busbw_figure(rows_a: list[dict], rows_b: list[dict], names: tuple[str, str])
                     color=COLORS.get(collective, "black"), marker="o", markersize=3,
                     label=f"{name}: {collective} ({first['backend']}, "
                           f"{first['world_size']} ranks)")
-    _setup(ax, "busbw (GB/s, GB = 10⁹ B)")
+    setup_axes(ax, "busbw (GB/s, GB = 10⁹ B)")
     ax.set_title(f"bus bandwidth: {names[0]} (solid) and {names[1]} (dashed)")
     ax.legend(fontsize=7, ncol=2, loc="upper left")
     fig.tight_layout()

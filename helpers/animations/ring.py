@@ -16,7 +16,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from helpers.animations.core import step_animation
 from helpers.panels import text_color_for
-from helpers.ring import RingTrace, _chunk_text, chunk_face
+from helpers.ring import RingTrace, chunk_text, chunk_face
 
 BAND_PITCH = 1.6
 IN_FLIGHT_UP_TO = 4   # ranks: beyond, one frame per step only (the page stays light)
@@ -39,7 +39,7 @@ def animate_ring(trace: RingTrace, measured: Any = None, dpi: int = 60) -> FuncA
         raise ValueError(f"the measured states have shape {shown.shape} (steps, ranks, "
                          f"elements), the ring needs {expected.shape}: every step kept?")
     chunks = shown.reshape(len(steps), n, n, -1)
-    texts = [[[_chunk_text(chunks[s, r, c]) for c in range(n)] for r in range(n)]
+    texts = [[[chunk_text(chunks[s, r, c]) for c in range(n)] for r in range(n)]
              for s in range(len(steps))]
 
     import matplotlib.pyplot as plt

@@ -48,7 +48,8 @@ def peak(rows: Sequence[Row]) -> Row:
     return max(rows, key=lambda r: r["busbw"])
 
 
-def _setup(ax: Any, ylabel: str) -> None:
+def setup_axes(ax: Any, ylabel: str) -> None:
+    """Log-log axes over the sweep's sizes, as every figure of a sweep has them."""
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("size S (bytes, nccl-tests' size column)")
@@ -94,7 +95,7 @@ def plot_busbw(rows: Sequence[Row], title: str | None = None) -> Figure:
                 xytext=(0.97, 0.06), textcoords="axes fraction", ha="right", va="bottom",
                 arrowprops={"arrowstyle": "->", "color": "black"},
                 bbox={"boxstyle": "round", "fc": "white", "ec": "#999999"})
-    _setup(ax, "busbw (GB/s, GB = 10⁹ B)")
+    setup_axes(ax, "busbw (GB/s, GB = 10⁹ B)")
     _size_ticks(ax, [r["bytes"] for r in shown])
     ax.set_ylim(top=best["busbw"] * 3)
     ax.set_title(title or _title(shown, "bus bandwidth (★: each collective's peak)"))
@@ -118,7 +119,7 @@ def plot_latency(rows: Sequence[Row], max_bytes: int = SMALL_BYTES,
         ax.plot([r["bytes"] for r in group], [r["time_us"] for r in group],
                 color=COLORS.get(collective, "black"), marker=MARKERS.get(collective, "o"),
                 markersize=3.5, linewidth=1.4, label=collective)
-    _setup(ax, "time per call (µs, mean over ranks)")
+    setup_axes(ax, "time per call (µs, mean over ranks)")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
@@ -201,7 +202,7 @@ def plot_fit(rows: Sequence[Row], fits: Mapping[str, Any], title: str | None = N
         grid = np.geomspace(min(sizes), max(sizes), 100)
         ax.plot(grid, fit.predict_us(grid), color=color, linewidth=1.2, alpha=0.8)
         ax.axvline(fit.crossover_bytes, color=color, linestyle=":", linewidth=0.9)
-    _setup(ax, "time per call (µs): points measured (hollow: left out), lines α-β fit")
+    setup_axes(ax, "time per call (µs): points measured (hollow: left out), lines α-β fit")
     _size_ticks(ax, [r["bytes"] for r in shown])
     ax.set_title(title or _title(shown, "α-β fit (dotted: latency = bandwidth term)"))
     ax.legend(loc="upper left", ncol=2, fontsize=9, framealpha=0.9)
@@ -229,7 +230,7 @@ def plot_ring_vs_tree(fit: Any, world_sizes: Sequence[int] = (8, 64, 512),
         faster = np.nonzero(ring <= tree)[0]
         if len(faster) and faster[0] > 0:
             ax.axvline(grid[faster[0]], color=color, linestyle=":", linewidth=0.9)
-    _setup(ax, "predicted time per call (µs)")
+    setup_axes(ax, "predicted time per call (µs)")
     _size_ticks(ax, [int(s) for s in grid])
     ax.set_title(f"PREDICTION, not measured: {fit.collective}, α = {fit.alpha_us:.3g} µs, "
                  f"β = {fit.beta_gbps:.3g} GB/s (dotted: ring becomes faster)")
