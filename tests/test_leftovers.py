@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 from jupyter_client import KernelManager
@@ -99,6 +100,21 @@ def start_in_kernel(kc) -> tuple[str, int]:
     return cluster_id, kernel_pid
 
 
+def socket_files(cluster_id: str) -> list[Path]:
+    """The controller's unix socket files (`<prefix>:<port>`), the prefix read from the
+    cluster's connection file; call while the cluster runs."""
+    info = json.loads((security_dir() / f"ipcontroller-{cluster_id}-engine.json").read_text())
+    prefix = Path(info["interface"].removeprefix("ipc://"))
+    found = list(prefix.parent.glob(f"{prefix.name}:*"))
+    assert found, f"no socket files under {prefix}"
+    return found
+
+
+def assert_no_socket_files(files: list[Path], timeout_s: float = GONE_WITHIN_S) -> None:
+    assert wait_until(lambda: not any(f.exists() for f in files), timeout_s), \
+        [str(f) for f in files if f.exists()]
+
+
 def assert_nothing_left(cluster_id: str, timeout_s: float = GONE_WITHIN_S) -> None:
     assert wait_until(lambda: cluster_processes(cluster_id) == [], timeout_s), \
         describe(cluster_processes(cluster_id))
@@ -154,9 +170,11 @@ def _env(proc: psutil.Process) -> dict:
 def test_sigkilled_kernel_leaves_nothing():
     with kernel() as (km, kc):
         cluster_id, kernel_pid = start_in_kernel(kc)
+        sockets = socket_files(cluster_id)
         os.kill(kernel_pid, signal.SIGKILL)
         assert wait_until(lambda: not km.is_alive(), 10)
         assert_nothing_left(cluster_id)
+        assert_no_socket_files(sockets)
 
 
 ANOTHER_START = """
@@ -171,6 +189,7 @@ c.stop()
 def test_sigkilled_kernel_and_reaper_orphans_are_ended_by_the_next_start():
     with kernel() as (km, kc):
         cluster_id, kernel_pid = start_in_kernel(kc)
+        sockets = socket_files(cluster_id)
         (reaper,) = reapers(cluster_id)
         reaper.kill()   # the watchdog first, so nobody cleans up behind the kernel
         # not our child: it stays a zombie of the kernel until the kernel goes
@@ -188,6 +207,7 @@ def test_sigkilled_kernel_and_reaper_orphans_are_ended_by_the_next_start():
     assert wait_until(lambda: cluster_processes(cluster_id) == [], GONE_WITHIN_S), \
         describe(cluster_processes(cluster_id))
     assert cluster_processes(other_id) == []
+    assert_no_socket_files(sockets, timeout_s=0)
 
 
 
@@ -206,10 +226,12 @@ def test_a_killed_kernels_cluster_file_goes_too():
     try:
         cluster_id = json.loads(proc.stdout.readline())["cluster_id"]
         assert (security_dir() / f"cluster-{cluster_id}.json").exists()
+        sockets = socket_files(cluster_id)
     finally:
         proc.kill()
         proc.wait(timeout=30)
     assert_nothing_left(cluster_id)
+    assert_no_socket_files(sockets)
     assert not list(security_dir().glob(f"*{cluster_id}*")), \
         [f.name for f in security_dir().glob(f"*{cluster_id}*")]
 

@@ -7,6 +7,7 @@ the ranks form a process group, torch's store and gloo's pairs, on 127.0.0.1.
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -94,6 +95,27 @@ def test_remove_stale_sockets_only_dead_and_old_ones(runtime_dir):
 
 
 # --- why the controller is ours ----------------------------------------------------------
+
+def test_forgetting_a_cluster_removes_its_controller_sockets(tmp_path):
+    """The reaper and the orphan sweep end with forget_cluster_files: if the controller
+    had to be SIGKILLed, its socket files go there (the prefix is in a connection file)."""
+    from helpers.runtime.processes import forget_cluster_files
+    security = tmp_path / "profile_default" / "security"
+    security.mkdir(parents=True)
+    sockets = tmp_path / "sockets"
+    sockets.mkdir()
+    mine = [sockets / f"ipp-mine:{port}" for port in (4001, 4002)]
+    other = sockets / "ipp-other:4001"
+    for path in [*mine, other]:
+        path.write_text("")
+    for kind in ("engine", "client"):
+        (security / f"ipcontroller-c1-{kind}.json").write_text(
+            json.dumps({"interface": f"ipc://{sockets}/ipp-mine"}))
+    (security / "cluster-c1.json").write_text("{}")
+    forget_cluster_files("c1", str(tmp_path))
+    assert not any(p.exists() for p in mine) and other.exists()
+    assert list(security.iterdir()) == []
+
 
 def test_upstream_controller_and_engines_spell_ipc_urls_differently():
     """ipyparallel 9.2's controller binds `<interface>-<port>`, its engines and client

@@ -8,11 +8,14 @@ the processes are orphans and the next start cell ends them.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from pathlib import Path
 
 import psutil
+
+from helpers.runtime.unix_sockets import remove_sockets
 
 OWNER_VARIABLE = "TUTORIAL_OWNER_PID"
 
@@ -43,10 +46,16 @@ def security_dir(ipython_dir: str | None = None) -> Path:
 
 
 def forget_cluster_files(cluster_id: str, ipython_dir: str | None = None) -> None:
-    """Remove the cluster and connection files of a cluster whose processes are gone."""
+    """Remove the cluster and connection files of a cluster whose processes are gone, and
+    its controller's unix socket files (the prefix is in a connection file): a controller
+    that was SIGKILLed could not remove them itself."""
     folder = security_dir(ipython_dir)
     for path in [folder / f"cluster-{cluster_id}.json",
                  *folder.glob(f"ipcontroller-{cluster_id}-*.json")]:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            interface = json.loads(path.read_text()).get("interface", "")
+            if interface.startswith("ipc://"):
+                remove_sockets(interface[len("ipc://"):])
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
