@@ -213,6 +213,35 @@ def lab(tmp_path):
         yield base, token, dirs["IPYTHONDIR"], log, server
 
 
+ANIMATION_JS = """() => {
+  const box = document.querySelector('.step-animation');
+  if (!box) return null;
+  const img = box.querySelector('img'), slider = box.querySelector('input.anim-slider');
+  return {frames: Number(box.dataset.frames), src: img.getAttribute('src') || '',
+          loaded: img.complete && img.naturalWidth > 0,
+          slider: Number(slider.value), max: Number(slider.max)};
+}"""
+
+
+def _step_through_the_animation(page) -> None:
+    """The step-through animation's controls work in JupyterLab: its script ran (the
+    first frame is shown, the slider spans every frame), and the buttons change frames."""
+    state = page.evaluate(ANIMATION_JS)
+    assert state, "no step-animation output in the notebook"
+    assert state["src"].startswith("data:image/png;base64,") and state["loaded"], \
+        "the animation's script did not run: no frame shown"
+    assert state["max"] == state["frames"] - 1 >= 2, state
+    box = page.locator(".step-animation").first
+    box.scroll_into_view_if_needed()
+    shown = []
+    for button in ("First frame", "Next frame", "Next frame", "Last frame"):
+        box.get_by_role("button", name=button, exact=True).click()
+        shown.append(page.evaluate(ANIMATION_JS))
+    assert [s["slider"] for s in shown] == [0, 1, 2, state["frames"] - 1], shown
+    sources = [s["src"] for s in shown]
+    assert len(set(sources)) == 4 and all(s.startswith("data:image/png") for s in sources)
+
+
 def test_run_all_in_jupyterlab_then_kernel_shutdown_leaves_no_engine(lab):
     base, token, ipythondir, log, server = lab
     before = NB.read_bytes()
@@ -270,6 +299,7 @@ def test_run_all_in_jupyterlab_then_kernel_shutdown_leaves_no_engine(lab):
             assert engines_seen >= N_RANKS, \
                 f"saw {engines_seen} engine processes during the run (IPYTHONDIR not inherited?)"
             print("console errors:", watch.errors)
+            _step_through_the_animation(page)
 
             # The notebook's last cell stopped its cluster. Start one again, as a reader
             # who runs "Start the ranks" once more and then closes the notebook would.
