@@ -128,14 +128,26 @@ def _least_squares(design: np.ndarray, size: np.ndarray,
     return solution, np.linalg.pinv(matrix.T @ matrix) * (residual @ residual) / dof
 
 
+def _arrays(collective: str, rows: Sequence[Row],
+            algorithm: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(design: steps and bytes/S per row, S per row, the time fitted per row)."""
+    design = np.array([terms(collective, r["world_size"], algorithm) for r in rows])
+    return (design, np.array([r["bytes"] for r in rows], dtype=float),
+            np.array([fitted_time_us(r) for r in rows], dtype=float))
+
+
+def _model_us(design: np.ndarray, size: np.ndarray, solution: np.ndarray) -> np.ndarray:
+    """t = α · steps + (1/β) · bytes/S · S per row, from solution (α µs, 1/β µs per byte)."""
+    return design[:, 0] * solution[0] + design[:, 1] * size * solution[1]
+
+
 def _fit_relative(design: np.ndarray, size: np.ndarray, time_us: np.ndarray,
                   outlier: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """fit_joint's fit, no checks: (solution, covariance, kept points, RMS error)."""
     kept = np.ones(len(time_us), dtype=bool)
     while True:
         solution, covariance = _least_squares(design[kept], size[kept], time_us[kept])
-        model = design[:, 0] * solution[0] + design[:, 1] * size * solution[1]
-        relative = time_us / model - 1                 # measured vs model, every point
+        relative = time_us / _model_us(design, size, solution) - 1   # every point
         error = float(np.sqrt(np.mean(relative[kept] ** 2)))
         spread = 1.4826 * float(np.median(np.abs(relative[kept])))  # robust: not set by outliers
         far = kept & (np.abs(relative) > outlier * max(spread, 1e-12))
@@ -168,9 +180,7 @@ def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0
     bad = [t for t in measured if not (t > 0 and math.isfinite(t))]
     if bad:
         raise ValueError(f"{names[0]}: times must be finite and > 0, got {bad[:3]}")
-    design = np.array([terms(names[0], r["world_size"], algorithm) for r in used])
-    size = np.array([r["bytes"] for r in used], dtype=float)
-    time_us = np.array(measured, dtype=float)
+    design, size, time_us = _arrays(names[0], used, algorithm)
     batched = sum("time_min_us" in r for r in used)
     statistic = {0: "time_us", len(used): "time_min_us"}.get(batched, "mixed")
     solution, covariance, kept, error = _fit_relative(design, size, time_us, outlier)
@@ -242,18 +252,11 @@ def holdout_misses(rows: Sequence[Row], collective: str, algorithm: str = "ring"
     if min(len(h) for h in halves) < 3:
         raise ValueError(f"{collective}: a held-out check needs >= 6 sizes with bytes > 0, "
                          f"got {len(points)}")
-
-    def arrays(half: list[Row]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        design = np.array([terms(collective, r["world_size"], algorithm) for r in half])
-        return (design, np.array([r["bytes"] for r in half], dtype=float),
-                np.array([fitted_time_us(r) for r in half], dtype=float))
-
     misses = {}
     for fitted, predicted in ((halves[0], halves[1]), (halves[1], halves[0])):
-        (alpha_us, inv_beta), *_ = _fit_relative(*arrays(fitted), outlier)
-        design, size, time_us = arrays(predicted)
-        model = design[:, 0] * alpha_us + design[:, 1] * size * inv_beta
-        for r, miss in zip(predicted, time_us / model - 1):
+        solution, *_ = _fit_relative(*_arrays(collective, fitted, algorithm), outlier)
+        design, size, time_us = _arrays(collective, predicted, algorithm)
+        for r, miss in zip(predicted, time_us / _model_us(design, size, solution) - 1):
             misses[r["world_size"], r["bytes"]] = abs(float(miss))
     return misses
 
