@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                       help="start new engines for every notebook (default: warm start, one "
                            "set of engines per world size for the whole build)")
     mode.add_argument("--warm", action="store_true",
-                      help="the default, kept for `make html WARM=1`")
+                      help="the default (accepted for commands written when it was not)")
     args = parser.parse_args(argv)
     notebooks = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb"))
     # The notebooks' kernels inherit it (and it is one of the SETTINGS of a page).

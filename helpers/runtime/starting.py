@@ -115,11 +115,12 @@ def start_processes(ipp_cluster: ipp.Cluster, plan: launchers.LaunchPlan, n_rank
         ipp_cluster.start_engines_sync(n_ranks)
     deadline = time.monotonic() + ipp_cluster.engine_timeout
     while len(client.ids) < n_ranks:
-        if time.monotonic() > deadline or _engines_exited(ipp_cluster):
+        exited = _engines_exited(ipp_cluster)
+        if exited or time.monotonic() > deadline:
             client.close()
             raise RuntimeError(
                 f"{len(client.ids)} of {n_ranks} engines registered "
-                + ("before the engine processes exited" if _engines_exited(ipp_cluster)
+                + ("before the engine processes exited" if exited
                    else f"within {ipp_cluster.engine_timeout} s")
                 + f"; their last output:\n{engine_output(ipp_cluster)}")
         with contextlib.suppress(TimeoutError):
