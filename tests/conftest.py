@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from alone import RunLock, run_folder
+
 _SANDBOX = Path(tempfile.mkdtemp(prefix="nccl-notebooks-tests-"))
 # Set at import time so every kernel and engine started by the tests inherits them.
 for name, sub in [("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "runtime"),
@@ -30,6 +32,9 @@ for name in ("TUTORIAL_RANKS", "TUTORIAL_BACKEND", "TUTORIAL_WARM_START"):
     os.environ.pop(name, None)
 WARM_IPYTHONDIR = _SANDBOX / "ipython-warm"
 WARM_IPYTHONDIR.mkdir()
+
+# One lock folder for the whole run: the controller's sandbox (workers inherit the path).
+RUN_LOCK = RunLock(run_folder(_SANDBOX / "run-locks"))
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:   # tools/ is not installed: it runs from the checkout
@@ -95,6 +100,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in COLD_FILES or any(nb in item.name for nb in COLD_NOTEBOOKS):
             item.add_marker(pytest.mark.cold)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Set-up, call and tear-down of each test under the run lock (see tests/alone.py)."""
+    alone = item.get_closest_marker("alone") is not None
+    with RUN_LOCK.exclusive() if alone else RUN_LOCK.shared():
+        yield
 
 
 def pytest_sessionfinish(session, exitstatus):

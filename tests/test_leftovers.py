@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 from jupyter_client import KernelManager
 
 from child import wait_until
@@ -186,6 +187,7 @@ c.stop()
 """
 
 
+@pytest.mark.alone   # counts orphans: a start elsewhere would end them
 def test_sigkilled_kernel_and_reaper_orphans_are_ended_by_the_next_start():
     with kernel() as (km, kc):
         cluster_id, kernel_pid = start_in_kernel(kc)
@@ -236,6 +238,7 @@ def test_a_killed_kernels_cluster_file_goes_too():
         [f.name for f in security_dir().glob(f"*{cluster_id}*")]
 
 
+@pytest.mark.alone   # counts orphans: a start elsewhere would end them
 def test_orphan_sweep_keeps_the_files_of_a_live_cluster_of_the_same_name(tmp_path):
     """A warm cluster's name is reused: ending the old one's orphans must not forget the new."""
     from helpers.runtime.processes import end_orphans
