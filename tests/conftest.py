@@ -5,6 +5,7 @@ Notebook executions (tests marked `notebook`) run with the warm start
 the session, each with a fresh process group and an empty namespace. Their warm
 clusters live in a folder of their own (WARM_IPYTHONDIR), so tests about warm start,
 leftovers and lifecycle never see them; those tests, and any marked `cold`, start cold.
+Tests marked `alone` run while no other test does (tests/alone.py).
 NCCL_NOTEBOOKS_TESTS_COLD=1 runs every notebook cold (as before the warm default).
 """
 from __future__ import annotations
