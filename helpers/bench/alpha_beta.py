@@ -222,19 +222,6 @@ def fit_all(rows: Sequence[Row], algorithm: str = "ring") -> Fits:
     return fits
 
 
-def relative_residuals(fit: Fit, rows: Sequence[Row]) -> list[float]:
-    """measured / model − 1 per row of the fit's collective with bytes > 0."""
-    return [fitted_time_us(r) / float(fit.predict_us(r["bytes"], r["world_size"])) - 1
-            for r in rows if r["collective"] == fit.collective and r["bytes"] > 0]
-
-
-def within_error(fit: Fit, rows: Sequence[Row], times: float = 2.0) -> tuple[int, int]:
-    """(points within `times` × the stated error of the model, points the fit kept): the
-    kept points are the `fit.points` closest to the model."""
-    residuals = sorted(relative_residuals(fit, rows), key=abs)[:fit.points]
-    return sum(abs(x) <= times * fit.error for x in residuals), len(residuals)
-
-
 def holdout_misses(rows: Sequence[Row], collective: str, algorithm: str = "ring",
                    outlier: float = 3.0) -> dict[tuple[int, int], float]:
     """|measured / predicted − 1| of every point of `collective`, keyed (world size,
