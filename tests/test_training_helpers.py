@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from helpers.wire import agrees  # noqa: E402
 
 from helpers.training import data_parallel, grading, mesh, toy, zero  # noqa: E402
 
@@ -70,7 +71,7 @@ rows = {}
 def record(name, fn):
     with count_collectives() as log:
         fn()
-    rows[name] = [[c.name, c.size, c.group_size, c.sent] for c in log.entries]
+    rows[name] = [[c.name, c.size, c.group_size, c.model, c.measured] for c in log.entries]
 record("all_reduce", lambda: dist.all_reduce(t))
 record("all_reduce_positional_group",
        lambda: dist.all_reduce(t, dist.ReduceOp.SUM, pair) if rank in (0, 1) else None)
@@ -125,29 +126,40 @@ def comm_rows(tmp_path_factory):
     return n, [json.loads((tmp / f"{r}.json").read_text()) for r in range(n)]
 
 
-def test_counter_bytes_follow_the_ring_formulas(comm_rows):
+def test_counter_models_follow_the_ring_and_measures_what_gloo_wrote(comm_rows):
     n, per_rank = comm_rows
     S = 96
-    for rows in per_rank:
-        assert rows["all_reduce"] == [["all_reduce", S, n, 2 * (n - 1) / n * S]]
-        assert rows["all_gather_single"] == [["all_gather_single", S * n, n,
-                                              (n - 1) / n * S * n]]
-        assert rows["reduce_scatter_single"] == [["reduce_scatter_single", S * n, n,
-                                                  (n - 1) / n * S * n]]
-        assert rows["all_gather"][0][1:] == [S * n, n, (n - 1) / n * S * n]
-        assert rows["reduce_scatter"][0][1:] == [S * n, n, (n - 1) / n * S * n]
-        assert rows["broadcast"] == [["broadcast", S, n, float(S)]]
+    for rank, rows in enumerate(per_rank):
+        model = {name: [c[:4] for c in calls] for name, calls in rows.items()
+                 if name != "restored"}
+        assert model["all_reduce"] == [["all_reduce", S, n, 2 * (n - 1) / n * S]]
+        assert model["all_gather_single"] == [["all_gather_single", S * n, n,
+                                               (n - 1) / n * S * n]]
+        assert model["reduce_scatter_single"] == [["reduce_scatter_single", S * n, n,
+                                                   (n - 1) / n * S * n]]
+        assert model["all_gather"][0][1:] == [S * n, n, (n - 1) / n * S * n]
+        assert model["reduce_scatter"][0][1:] == [S * n, n, (n - 1) / n * S * n]
+        # the ring broadcast from 0: every rank sends S but the ring's last, rank n-1
+        assert model["broadcast"] == [["broadcast", S, n, 0.0 if rank == n - 1 else float(S)]]
+        # measured: the model plus gloo's headers, for the collectives that run as a ring
+        for name in ("all_reduce", "all_gather_single", "all_keywords"):
+            (call,) = rows[name]
+            assert agrees(call[4], call[3], 1, n), (name, call)
+        # asynchronous (isend/irecv): no figure per call
+        assert all(c[4] is None for c in rows["batch_isend_irecv"])
         assert rows["restored"] is True
-        assert rows["all_keywords"] == rows["all_gather_single"]
+        assert model["all_keywords"] == model["all_gather_single"]
         assert [row[0] for row in rows["deprecated_alias"]] == ["all_gather_into_tensor"]
-        assert rows["batch_isend_irecv"] == [["isend", S, n, float(S)], ["irecv", S, n, 0.0]]
+        assert model["batch_isend_irecv"] == [["isend", S, n, float(S)], ["irecv", S, n, 0.0]]
 
 
 def test_counter_sees_a_group_passed_by_position(comm_rows):
     _, per_rank = comm_rows
     for rank in (0, 1):   # the pair group: 2 ranks, so 2(2-1)/2 · 96 bytes
-        assert per_rank[rank]["all_reduce_positional_group"] == [["all_reduce", 96, 2, 96.0]]
-        assert per_rank[rank]["all_reduce_keyword_group"] == [["all_reduce", 96, 2, 96.0]]
+        for name in ("all_reduce_positional_group", "all_reduce_keyword_group"):
+            (call,) = per_rank[rank][name]
+            assert call[:4] == ["all_reduce", 96, 2, 96.0]
+            assert agrees(call[4], 96.0, 1, 2), call     # measured on the pair's connection
     assert per_rank[2]["all_reduce_positional_group"] == []
 
 

@@ -2,14 +2,21 @@
 
     with count_collectives() as log:          # on an engine, around the taught code
         dist.all_reduce(grad)
-    log.calls, log.sent_bytes                 # 1 call; 2(n-1)/n · grad bytes (ring)
-    log.table()                               # per collective: calls, S, bytes sent
+    log.calls                                 # 1 call
+    log.measured_bytes                        # bytes this rank wrote to the others (gloo)
+    log.model_bytes                           # the ring model: 2(n-1)/n · grad bytes
+    log.table()                               # per collective: calls, S, model, measured
 
-S is nccl-tests' size of each call (`helpers.bench.nccl_tests`); the bytes one rank sends
-are S × nccl-tests' bus factor, which is what a ring algorithm sends per rank
-(all_reduce 2(n−1)/n·S, all_gather and reduce_scatter (n−1)/n·S, broadcast S).
-The count wraps the `torch.distributed` functions while the block runs, so it sees
-the calls of hand-built code, not those torch's own DDP/FSDP make in C++.
+Two figures for every call. **Measured**: what this rank's process really wrote to its
+connections to the other ranks while the call ran (`helpers.wire`, gloo only; None on
+NCCL, whose bytes pass through no socket). **Model**: what this rank sends when the call
+runs as NCCL runs it on a ring (`helpers.bench.traffic.model_sent`, S being nccl-tests'
+size of the call): all_reduce 2(n−1)/n·S, all_gather and reduce_scatter (n−1)/n·S,
+send S. The two differ by gloo's headers (48 B a message, `helpers.wire.agrees`), and
+where gloo runs another algorithm (its reduce_scatter writes what an all_reduce writes).
+The count wraps the `torch.distributed` functions while the block runs, so its calls are
+those of hand-built code; `measured_bytes` covers the whole block, so it also holds
+what torch's own DDP/FSDP send from C++ (`outside_calls`).
 Used by notebooks 14–19.
 """
 from __future__ import annotations
@@ -23,7 +30,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d
 
-from helpers.bench.nccl_tests import bus_factor
+from helpers.bench.traffic import model_sent
+from helpers.wire import Wire, measurable
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -59,54 +67,88 @@ KINDS = {"all_reduce": "all_reduce", "broadcast": "broadcast", "reduce": "reduce
 
 @dataclass
 class Call:
-    name: str          # the function called, e.g. "reduce_scatter_single"
-    size: int          # S in bytes
+    name: str               # the function called, e.g. "reduce_scatter_single"
+    size: int               # S in bytes
     group_size: int
-    sent: float        # bytes this rank sends (ring algorithm)
+    model: float            # bytes this rank sends in the ring model
+    measured: int | None    # bytes this rank wrote during the call (None: async or NCCL)
 
 
 @dataclass
 class CommLog:
     entries: list[Call] = field(default_factory=list)
+    wire: Wire | None = None    # the whole block, measured
 
     @property
     def calls(self) -> int:
         return len(self.entries)
 
     @property
-    def sent_bytes(self) -> float:
-        return sum(c.sent for c in self.entries)
+    def model_bytes(self) -> float:
+        return sum(c.model for c in self.entries)
 
-    def by_name(self) -> dict[str, dict[str, float]]:
-        """{name: {"calls", "size", "sent"}}, sizes and bytes summed."""
-        table: dict[str, dict[str, float]] = {}
+    @property
+    def measured_bytes(self) -> int | None:
+        """Bytes this rank wrote to the other ranks in the whole block (None: NCCL)."""
+        return None if self.wire is None else self.wire.sent
+
+    @property
+    def outside_calls(self) -> int | None:
+        """Measured bytes not inside a counted synchronous call (torch's own, async)."""
+        inside = [c.measured for c in self.entries]
+        if self.measured_bytes is None or None in inside:
+            return None if self.measured_bytes is None else self.measured_bytes - sum(
+                m for m in inside if m is not None)
+        return self.measured_bytes - sum(inside)
+
+    def by_name(self) -> dict[str, dict[str, Any]]:
+        """{name: {"calls", "size", "model", "measured"}}, summed; measured None if any is."""
+        table: dict[str, dict[str, Any]] = {}
         for c in self.entries:
-            row = table.setdefault(c.name, {"calls": 0, "size": 0, "sent": 0.0})
+            row = table.setdefault(c.name, {"calls": 0, "size": 0, "model": 0.0,
+                                            "measured": 0})
             row["calls"] += 1
             row["size"] += c.size
-            row["sent"] += c.sent
+            row["model"] += c.model
+            row["measured"] = (None if row["measured"] is None or c.measured is None
+                               else row["measured"] + c.measured)
         return table
 
     def table(self) -> str:
-        rows = [f"{'collective':<24}{'calls':>6}{'S (bytes)':>12}{'sent (bytes)':>14}"]
+        rows = [f"{'collective':<24}{'calls':>6}{'S (bytes)':>12}{'model (B)':>12}"
+                f"{'measured (B)':>14}"]
         for name, row in self.by_name().items():
-            rows.append(f"{name:<24}{row['calls']:>6}{row['size']:>12}{row['sent']:>14.0f}")
-        rows.append(f"{'total':<24}{self.calls:>6}{'':>12}{self.sent_bytes:>14.0f}")
+            rows.append(f"{name:<24}{row['calls']:>6}{row['size']:>12}{row['model']:>12.0f}"
+                        f"{_bytes_text(row['measured']):>14}")
+        if self.outside_calls:
+            rows.append(f"{'(outside the calls)':<24}{'':>6}{'':>12}{'':>12}"
+                        f"{_bytes_text(self.outside_calls):>14}")
+        rows.append(f"{'total':<24}{self.calls:>6}{'':>12}{self.model_bytes:>12.0f}"
+                    f"{_bytes_text(self.measured_bytes):>14}")
         return "\n".join(rows)
 
 
-def _sent(kind: str, size: int, n: int) -> float:
-    if kind == "send":
-        return float(size)
-    if kind == "recv":
-        return 0.0
-    return size * bus_factor(kind, n) if n > 1 else 0.0
+def _bytes_text(value: int | None) -> str:
+    return "not measured" if value is None else f"{value:.0f}"
+
+
+def _model(kind: str, size: int, group: Any, arguments: dict[str, Any]) -> float:
+    """This rank's bytes in the ring model (helpers.bench.traffic.model_sent)."""
+    n = dist.get_world_size(group)
+    root = arguments.get("src", arguments.get("dst"))
+    if root is not None and group is not None:
+        root = dist.get_group_rank(group, root)
+    return model_sent(kind, size, n, dist.get_rank(group), 0 if root is None else root)
 
 
 @contextlib.contextmanager
 def count_collectives(log: CommLog | None = None) -> Iterator[CommLog]:
-    """Record every wrapped `dist.<name>(...)` call made inside the block."""
+    """Record every wrapped `dist.<name>(...)` call made inside the block, and measure it.
+
+    A log passed in keeps its entries and gets this block's measurement.
+    """
     log = log if log is not None else CommLog()
+    wire = Wire()
     # Both homes of each function: `dist.x` for the caller, and distributed_c10d's own
     # global, which P2POp checks its op against (so batch_isend_irecv still works).
     homes = (dist, distributed_c10d)
@@ -119,14 +161,21 @@ def count_collectives(log: CommLog | None = None) -> Iterator[CommLog]:
             if inside[0]:
                 return original(*args, **kwargs)
             arguments = _arguments(original, args, kwargs)
-            n = dist.get_world_size(arguments.get("group"))
+            group = arguments.get("group")
+            n = dist.get_world_size(group)
             size = _size(name, arguments)
-            log.entries.append(Call(name, size, n, _sent(KINDS[name], size, n)))
+            timed = (measurable(group) and not arguments.get("async_op")
+                     and name not in ("isend", "irecv"))
+            before = wire.mark() if timed else 0
+            call = Call(name, size, n, _model(KINDS[name], size, group, arguments), None)
+            log.entries.append(call)
             inside[0] = True
             try:
                 return original(*args, **kwargs)
             finally:
                 inside[0] = False
+                if timed:
+                    call.measured = wire.mark() - before
         counted.__wrapped__ = original
         return counted
 
@@ -135,8 +184,11 @@ def count_collectives(log: CommLog | None = None) -> Iterator[CommLog]:
             counted = wrap(name, original)
             for home in homes:
                 setattr(home, name, counted)
+        wire.start()
         yield log
     finally:
+        wire.stop()
+        log.wire = wire if wire.measured else None
         for name, original in originals.items():
             for home in homes:
                 setattr(home, name, original)

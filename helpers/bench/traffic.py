@@ -1,0 +1,172 @@
+"""Bytes on the wire per collective: measured on every rank, beside the model (notebook 11).
+
+    rows = cluster.apply(measure_traffic, "all_reduce", 65536)   # on every rank
+    traffic_row(rows)          # in the notebook: per rank measured, model, who sent to whom
+
+`model_sent` is what one rank sends when the collective runs as NCCL runs it on a ring
+(all_reduce, all_gather, reduce_scatter, broadcast, reduce: NCCL's ring algorithms,
+src/device/*.h `runRing`), or point to point (all_to_all, gather, scatter: torch's
+ProcessGroupNCCL issues them as ncclSend/ncclRecv). `measure_traffic` counts what the
+rank's process really wrote (helpers.wire): on gloo, the backend in use without GPUs.
+
+From a shell (rank 0 prints one table):
+
+    torchrun --standalone --nproc_per_node 4 -m helpers.bench.traffic --sizes 8,64K,8M
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+from helpers.collectives import check_benchmarked
+
+ROOT_RANK = 0
+
+
+def model_sent(collective: str, size_bytes: float, n: int, rank: int,
+               root: int = ROOT_RANK) -> float:
+    """Bytes `rank` sends in one call of S = size_bytes on n ranks, in the ring model.
+
+    all_reduce 2(n−1)/n·S; all_gather, reduce_scatter, all_to_all (n−1)/n·S; broadcast
+    S on every rank but the ring's last (root − 1); reduce S on every rank but the root;
+    gather S/n on every rank but the root; scatter (n−1)/n·S on the root only.
+    """
+    if collective == "send":
+        return float(size_bytes)
+    if collective == "recv" or n < 2:
+        return 0.0
+    check_benchmarked(collective)
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n * size_bytes
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n * size_bytes
+    if collective == "broadcast":
+        return 0.0 if rank == (root - 1) % n else float(size_bytes)
+    if collective == "reduce":
+        return 0.0 if rank == root else float(size_bytes)
+    if collective == "gather":
+        return 0.0 if rank == root else size_bytes / n
+    return (n - 1) / n * size_bytes if rank == root else 0.0      # scatter
+
+
+# ---------------------------------------------------------------- on every rank
+
+def measure_traffic(collective: str, size_bytes: int, dtype: str = "float32",
+                    repeats: int = 2) -> dict:
+    """What this rank writes in one call of `collective` at nccl-tests' size S, `repeats` times.
+
+    One untimed call first (connections warm), then each measured call after a barrier.
+    Returns collective, bytes (S), world_size, rank, backend, sent (one figure per
+    repeat; None on NCCL) and sockets (the last repeat's bytes per connection).
+    """
+    import torch
+    import torch.distributed as dist
+
+    from helpers.bench import measurement, nccl_tests
+    from helpers.wire import on_the_wire
+
+    n = dist.get_world_size()
+    plan = nccl_tests.plan(collective, size_bytes, n, nccl_tests.DTYPE_SIZES[dtype])
+    call = measurement._call(collective, plan, getattr(torch, dtype),
+                             measurement.OPS["sum"], measurement._device())
+    call()
+    sent, sockets = [], {}
+    for _ in range(repeats):
+        dist.barrier()
+        with on_the_wire() as wire:
+            call()
+        sent.append(wire.sent)
+        sockets = wire.sockets
+    return {"collective": collective, "bytes": plan.bytes, "world_size": n,
+            "rank": dist.get_rank(), "backend": str(dist.get_backend()),
+            "sent": sent, "sockets": sockets}
+
+
+def measure_all(collectives: Sequence[str], sizes: Sequence[int], dtype: str = "float32",
+                repeats: int = 2) -> list[dict]:
+    """measure_traffic for every (collective, size), in that order."""
+    return [measure_traffic(c, s, dtype, repeats) for c in collectives for s in sizes]
+
+
+# ---------------------------------------------------------------- in the notebook
+
+def traffic_row(ranks: Sequence[dict]) -> dict:
+    """Every rank's measure_traffic of one point → one row: measured and model per rank.
+
+    `matrix[i][j]`: bytes rank i wrote to rank j (last repeat); `other`: bytes on
+    connections to no rank (0 expected); `steady`: every repeat wrote the same.
+    """
+    from helpers.wire import peer_matrix
+
+    first = ranks[0]
+    n, size = first["world_size"], first["bytes"]
+    measured = [r["sent"][-1] for r in ranks]
+    matrix, other = (peer_matrix([r["sockets"] for r in ranks]) if measured[0] is not None
+                     else (None, None))
+    return {"collective": first["collective"], "bytes": size, "world_size": n,
+            "backend": first["backend"], "measured": measured,
+            "model": [model_sent(first["collective"], size, n, r) for r in range(n)],
+            "matrix": matrix, "other": other,
+            "steady": all(len(set(r["sent"])) == 1 for r in ranks)}
+
+
+def traffic_rows(per_rank: Sequence[Sequence[dict]]) -> list[dict]:
+    """cluster.apply(measure_all, ...)'s per-rank lists → one traffic_row per point."""
+    return [traffic_row(list(point)) for point in zip(*per_rank)]
+
+
+def traffic_table(rows: Sequence[dict]) -> str:
+    """Per point: S, and per rank measured bytes / model bytes (and measured ÷ S)."""
+    n = rows[0]["world_size"]
+    lines = [f"{'collective':<15}{'S (B)':>10}  " + "  ".join(
+        f"{'rank ' + str(r) + ': measured / model':>30}" for r in range(n))]
+    for row in rows:
+        cells = []
+        for measured, model in zip(row["measured"], row["model"]):
+            text = "not measured" if measured is None else f"{measured}"
+            ratio = "" if measured is None or not row["bytes"] else \
+                f" ({measured / row['bytes']:.2f}·S)"
+            cells.append(f"{text + ratio + ' / ' + format(model, '.0f'):>30}")
+        lines.append(f"{row['collective']:<15}{row['bytes']:>10}  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the command
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """torchrun entry point: measured and model bytes per rank; rank 0 prints the table."""
+    import torch.distributed as dist
+
+    from helpers.bench import measurement
+
+    p = argparse.ArgumentParser(
+        prog="torchrun --standalone --nproc_per_node N -m helpers.bench.traffic",
+        description="Bytes each rank writes per collective call (gloo), beside the ring model.")
+    p.add_argument("--collectives", type=measurement._collective_list,
+                   default=["all_reduce", "reduce_scatter", "all_gather", "all_to_all",
+                            "broadcast", "reduce", "gather", "scatter"])
+    p.add_argument("--sizes", default="8,64K,8M",
+                   help="comma-separated sizes S (K/M/G: powers of 1024; default 8,64K,8M)")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+    sizes = [measurement.parse_size(s) for s in args.sizes.split(",")]
+    measurement._init("gloo", 300.0)
+    try:
+        mine = measure_all(args.collectives, sizes, repeats=args.repeats)
+        everyone: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, mine)
+        if dist.get_rank() == 0:
+            rows = traffic_rows(everyone)
+            print(f"# bytes written per rank, world size {dist.get_world_size()}, gloo "
+                  f"(measured: helpers.wire; model: helpers.bench.traffic.model_sent)")
+            print(traffic_table(rows))
+            if not all(row["steady"] for row in rows):
+                print("# note: some repeats differed", file=sys.stderr)
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
