@@ -316,3 +316,35 @@ def schedule_table(n: int) -> str:
             f"{f'{step.send[r]}→{step.recv[r]}':^6}" for r in range(n)).rstrip())
     return "\n".join(lines)
 
+
+
+def report_wire(pulled: list[dict]) -> Report:
+    """Notebook 10's bytes on the wire: our ring and dist.all_reduce against the ring model.
+
+    Each rank's `wire`: ours / library (bytes written, None on NCCL), their sockets,
+    same (equal results), bytes (S). ✓ when both write 2(n−1)/n·S plus gloo's headers,
+    ours mostly to rank r + 1 and the library's to rank r − 1.
+    """
+    from helpers.bench.traffic import model_sent
+    from helpers.wire import agrees, peer_matrix
+
+    n = len(pulled)
+    wires = [p["wire"] for p in pulled]
+    size = wires[0]["bytes"]
+    report = Report(f"bytes each rank wrote, S = {size} B: ours, the library's, the ring model")
+    if wires[0]["ours"] is None:
+        for r, w in enumerate(wires):
+            report.add(r, w["same"], f"model {model_sent('all_reduce', size, n, r):.0f} B; "
+                                     "not measured (NCCL's bytes pass through no socket)")
+        return report
+    ours, _ = peer_matrix([w["ours_sockets"] for w in wires])
+    library, _ = peer_matrix([w["library_sockets"] for w in wires])
+    for r, w in enumerate(wires):
+        model = model_sent("all_reduce", size, n, r)
+        right, left = (r + 1) % n, (r - 1) % n
+        ok = (w["same"] and agrees(w["ours"], model, 1, n) and agrees(w["library"], model, 1, n)
+              and ours[r][right] >= model and library[r][left] >= model)
+        report.add(r, ok, f"ours {w['ours']} B ({ours[r][right]} to rank {right}), library "
+                          f"{w['library']} B ({library[r][left]} to rank {left}), model "
+                          f"{model:.0f} B; results {'equal' if w['same'] else 'DIFFER'}")
+    return report

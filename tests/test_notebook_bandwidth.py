@@ -18,6 +18,8 @@ from helpers.bench import alpha_beta, figures
 from helpers.bench.figures import plot_busbw, plot_latency
 from helpers.bench.sweep import DisplayBar
 from helpers.bench.nccl_tests import plan
+from helpers.bench.traffic import RING_LIKE, tree_children
+from helpers.wire import agrees
 from notebook_runner import execute, notebook_text, png_count, printed
 
 NB = NOTEBOOKS / "11_bandwidth.ipynb"
@@ -68,7 +70,7 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     for r in rows:  # every saved row is a line of a printed table
         assert re.search(rf"^\s*{r['bytes']}\s+{r['count']}\s+float\s", text, flags=re.M), r
     assert text.count("# Avg bus bandwidth") == len(ALL)
-    assert png_count(nb) >= 4  # busbw, latency, the α-β fit, the ring-vs-tree prediction
+    assert png_count(nb) >= 5  # busbw, latency, bytes on the wire, α-β fit, ring vs tree
     before_fit = text.split("α-β fit, ring terms")[0]   # the self-checks before the α-β fit
     assert "✓" in before_fit and "✗" not in before_fit
     for rank in range(N):
@@ -86,6 +88,35 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     assert not any("\r" in (o.get("text", "") + o.get("data", {}).get("text/plain", ""))
                    for o in _outputs(nb)), "carriage-return residue in an output"
     check_alpha_beta_section(text, rows, N)
+    check_wire_section(text, json.loads((results / "11_bandwidth_wire.json").read_text()), N,
+                       MAX_BYTES)
+
+
+def check_wire_section(text: str, traffic: list[dict], n: int, largest: int) -> None:
+    """Bytes on the wire: the calibration, every point saved with measured and model per
+    rank, and gloo's algorithm for each collective recomputed from the saved matrices."""
+    for rank in range(n):   # a quiet rank reads 0 B; a 64 KiB send reads S + 96 / 48
+        want = {0: 65536 + 96, 1: 48}.get(rank, 0)
+        assert f"rank {rank} ✓  waiting: 0 B; the send: {want} B" in text
+    assert {(t["collective"], t["bytes"]) for t in traffic} == {
+        (c, traffic_plan) for c in ALL for traffic_plan in
+        (plan(c, 256, n, 4).bytes, plan(c, 65536, n, 4).bytes, plan(c, largest, n, 4).bytes)}
+    by_point = {(t["collective"], t["bytes"]): t for t in traffic}
+    for t in traffic:
+        assert t["world_size"] == n and t["backend"] == "gloo" and t["steady"], t
+        assert t["other"] == [0] * n
+        assert [sum(row) for row in t["matrix"]] == t["measured"]
+        if t["collective"] in RING_LIKE:
+            assert all(agrees(m, mo, 1, n) for m, mo in zip(t["measured"], t["model"])), t
+        if t["collective"] == "reduce_scatter":
+            twin = by_point[("all_reduce", t["bytes"])]
+            assert t["measured"] == twin["measured"], (t, twin)
+        if t["collective"] == "broadcast":                  # the tree: the whole S per edge
+            edges = {(p, q) for p in range(n) for q in tree_children(p, n)}
+            assert {(p, q) for p in range(n) for q in range(n)
+                    if t["matrix"][p][q] >= t["bytes"]} == edges, t["matrix"]
+    for collective in ALL:
+        assert len(re.findall(rf"^✓ {collective}\s+\d+ B  ", text, flags=re.M)) == 3, collective
 
 
 # Fitted models whose held-out check may say ✗ in one run. Measured before this was set
@@ -157,6 +188,8 @@ def test_bandwidth_notebook_fits_alpha_beta_at_4_ranks(tmp_path, monkeypatch):
     for rank in range(4):
         assert f"rank {rank} ✓" in text
     assert "α-β fit, ring terms, 4 ranks" in text
+    check_wire_section(text, json.loads((results / "11_bandwidth_wire.json").read_text()), 4,
+                       MAX_BYTES)
     assert "✗" not in text.split("α-β fit, ring terms")[0]   # the self-checks before the fit
     check_alpha_beta_section(text, rows, 4)
 

@@ -18,6 +18,7 @@ from conftest import NOTEBOOKS  # noqa: E402
 from helpers import p2p, ring  # noqa: E402
 from helpers import checks  # noqa: E402
 from helpers.checks import check  # noqa: E402
+from helpers.wire import agrees  # noqa: E402
 from notebook_runner import (assert_records_match_model, execute, printed,  # noqa: E402
                              notebook_text, png_count)
 
@@ -128,6 +129,16 @@ def test_ring_all_reduce_notebook(n_ranks, chunk_len, tmp_path, monkeypatch):
                 "reduce_scatter + all_gather ✓ = all_reduce") in text
         factor = 2 * (n - 1) / n
         assert f"rank {r}: sent {2 * (n - 1) * chunk_len} of {n * chunk_len} elements = {factor:.3f}" in text
+        # bytes on the wire: our ring (to r + 1) and the library's (to r - 1), measured
+        size = n * 1024 * 1024
+        model = 2 * (n - 1) / n * size
+        wire = re.search(rf"rank {r} ✓  ours (\d+) B \((\d+) to rank {(r + 1) % n}\), library "
+                         rf"(\d+) B \((\d+) to rank {(r - 1) % n}\), model {model:.0f} B; "
+                         "results equal", text)
+        assert wire, f"rank {r}: no bytes line"
+        ours, ours_right, library, library_left = map(int, wire.groups())
+        assert agrees(ours, model, 1, n) and agrees(library, model, 1, n), wire.group(0)
+        assert ours_right >= model and library_left >= model
     # the step-by-step tables: one ✓ per step for every rank (phase 1, the exercise, the whole)
     for steps in (n, n, 2 * n - 1):
         line = re.compile(r"rank \d ✓" + r"\s+✓" * steps + r"\s*$", re.M)

@@ -139,6 +139,29 @@ def check_collective_on_its_own_stream(_n_gpus: int) -> str:
     return "async all_reduce completed while the current stream was still running a kernel"
 
 
+def check_bytes_not_on_sockets(_n_gpus: int) -> str:
+    """A 64 MiB all_reduce on NCCL writes nothing to this process's TCP connections, and
+    count_collectives reports its bytes as the model only (measured None)."""
+    import torch
+    import torch.distributed as dist
+
+    from helpers.training.comm import count_collectives
+    from helpers.wire import counters, difference
+
+    with one_rank_nccl_group():
+        tensor = torch.ones(16 * 1024 * 1024, device="cuda:0")
+        before = counters()
+        with count_collectives() as log:
+            dist.all_reduce(tensor)
+            torch.cuda.synchronize()
+        written = sum(difference(counters(), before).values())
+        assert log.measured_bytes is None and log.entries[0].measured is None, log.table()
+        assert written == 0, f"{written} B written to TCP connections"
+    return ("64 MiB all_reduce: 0 B on this process's TCP connections; count_collectives: "
+            f"model {log.model_bytes:.0f} B, measured None (on 2+ GPUs, "
+            "`nvidia-smi nvlink -gt d` before and after shows NVLink's bytes)")
+
+
 def check_more_ranks_than_gpus(n_gpus: int) -> str:
     from helpers.runtime.cluster import ClusterConfigError, start_cluster
 
@@ -203,6 +226,11 @@ CHECKLIST: tuple[NcclClaim, ...] = (
               "its own, beside the computation", "torch ProcessGroupNCCL.cpp (ncclStreams_, "
               "syncStream); Li et al., VLDB 2020, sec. 3.2.3", 1,
               check_collective_on_its_own_stream),
+    NcclClaim("nccl-bytes-not-on-sockets", "11", "NCCL's bytes pass through no socket of "
+              "the process: the byte figures on NCCL are the model (measured: None)",
+              "helpers/wire.py (TCP_INFO of the process's connections); NVIDIA nvidia-smi "
+              "docs, `nvidia-smi nvlink -gt d` (NVLink data counters)", 1,
+              check_bytes_not_on_sockets),
     NcclClaim("more-ranks-than-gpus", "README", "NCCL with more ranks than GPUs is refused, "
               "naming both numbers", "helpers/config.py (this series)", 0,
               check_more_ranks_than_gpus),

@@ -15,6 +15,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLoca
 from helpers.bench.nccl_tests import nccl_tests_table
 from helpers.collectives import BENCHMARKED
 from helpers.verdicts import Report
+from helpers.wire import agrees
 
 Row = Mapping[str, Any]
 COLORS = dict(zip(BENCHMARKED, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -235,6 +236,49 @@ def plot_ring_vs_tree(fit: Any, world_sizes: Sequence[int] = (8, 64, 512),
     ax.set_title(f"PREDICTION, not measured: {fit.collective}, α = {fit.alpha_us:.3g} µs, "
                  f"β = {fit.beta_gbps:.3g} GB/s (dotted: ring becomes faster)")
     ax.legend(loc="upper left", ncol=2, fontsize=9, framealpha=0.9)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def plot_traffic(rows: Sequence[Row], size: int, title: str | None = None) -> Figure:
+    """Who wrote how much to whom, per collective at one size S: a grid of heat maps.
+
+    Cell (i, j): bytes rank i wrote to rank j, in units of S (measured, helpers.wire);
+    beside each row its total and the ring model's (helpers.bench.traffic.model_sent).
+    """
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in rows if r["bytes"] == size and r["matrix"] is not None]
+    if not shown:
+        raise ValueError(f"no measured point at {size} bytes (on NCCL nothing is measured)")
+    n = shown[0]["world_size"]
+    cols = min(4, len(shown))
+    grid_rows = math.ceil(len(shown) / cols)
+    fig, axes = plt.subplots(grid_rows, cols, figsize=(3.4 * cols, 3.3 * grid_rows + 0.6),
+                             dpi=100, squeeze=False)
+    for ax in axes.flat[len(shown):]:
+        ax.set_visible(False)
+    for ax, row in zip(axes.flat, shown):
+        share = [[value / size for value in line] for line in row["matrix"]]
+        ax.imshow(share, cmap="Blues", vmin=0, vmax=max(2.0, max(map(max, share))))
+        for i in range(n):
+            for j in range(n):
+                if share[i][j] >= 0.005:
+                    ax.text(j, i, f"{share[i][j]:.2f}", ha="center", va="center", fontsize=9,
+                            color="white" if share[i][j] > 1.2 else "black")
+            ax.text(n - 0.35, i, f"Σ {row['measured'][i] / size:.2f}\nmodel "
+                    f"{row['model'][i] / size:.2f}", va="center", fontsize=8)
+        differs = not all(agrees(m, mo, 1, n) for m, mo in zip(row["measured"], row["model"]))
+        ax.set_title(row["collective"] + ("  ≠ the model" if differs else ""), fontsize=11,
+                     color="#cf222e" if differs else "black")
+        ax.set_xticks(range(n))
+        ax.set_yticks(range(n))
+        ax.set_xlabel("to rank")
+        ax.set_ylabel("from rank")
+    fig.suptitle(title or f"bytes each rank wrote to each rank, in units of S = "
+                 f"{size_label(size)} · {n} ranks · {shown[0]['backend']} (measured)",
+                 fontsize=12)
     fig.tight_layout()
     plt.close(fig)
     return fig

@@ -20,8 +20,12 @@ import sys
 from typing import Any, Sequence
 
 from helpers.collectives import check_benchmarked
+from helpers.verdicts import Report
+from helpers.wire import HEADER_BYTES, agrees, header_bound
 
 ROOT_RANK = 0
+# Collectives whose gloo algorithm moves what the model says (ring or point to point).
+RING_LIKE = ("all_reduce", "all_gather", "all_to_all", "gather", "scatter")
 
 
 def model_sent(collective: str, size_bytes: float, n: int, rank: int,
@@ -114,6 +118,86 @@ def traffic_row(ranks: Sequence[dict]) -> dict:
 def traffic_rows(per_rank: Sequence[Sequence[dict]]) -> list[dict]:
     """cluster.apply(measure_all, ...)'s per-rank lists → one traffic_row per point."""
     return [traffic_row(list(point)) for point in zip(*per_rank)]
+
+
+def tree_children(rank: int, n: int, root: int = ROOT_RANK) -> list[int]:
+    """The ranks `rank` sends to in gloo's binomial broadcast (gloo/broadcast.cc).
+
+    In ranks counted from the root, v sends to v + 2^i for every 2^i > v (below n).
+    """
+    v, children, step = (rank - root) % n, [], 1
+    while step < n:
+        if v < step and v + step < n:
+            children.append((v + step + root) % n)
+        step *= 2
+    return children
+
+
+def _check_row(row: dict, rows: Sequence[dict] = ()) -> tuple[bool, str]:
+    """Is one point what gloo's algorithm for the collective writes? (ok, what it saw)
+
+    `rows`: the other points measured with it; reduce_scatter is held against the
+    all_reduce of the same S when there is one (to the byte), else the all_reduce model.
+    """
+    c, size, n = row["collective"], row["bytes"], row["world_size"]
+    measured, model, matrix = row["measured"], row["model"], row["matrix"]
+    worst = max(m - mo for m, mo in zip(measured, model))
+    if c in RING_LIKE:
+        ok = all(agrees(m, mo, 1, n) for m, mo in zip(measured, model))
+        return ok, f"model + at most {worst:.0f} B of headers per rank"
+    if c == "reduce_scatter":
+        twin = next((r for r in rows if r["collective"] == "all_reduce"
+                     and r["bytes"] == size), None)
+        if twin is not None:
+            ok, against = measured == twin["measured"], "the all_reduce of the same S"
+        else:
+            as_all_reduce = [model_sent("all_reduce", size, n, r) for r in range(n)]
+            ok = all(agrees(m, a, 1, n) and m > mo + header_bound(1, n, mo)
+                     for m, a, mo in zip(measured, as_all_reduce, model))
+            against = "an all_reduce's model"
+        return ok, (f"{measured[0] / size:.2f}·S per rank, {measured[0] / model[0]:.2f}× "
+                    f"the ring model: {'as' if ok else 'NOT as'} {against}")
+    if c == "broadcast":
+        edges = {(p, q) for p in range(n) for q in tree_children(p, n)}
+        ok = all(matrix[p][q] >= size if (p, q) in edges else
+                 matrix[p][q] <= header_bound(1, n)
+                 for p in range(n) for q in range(n) if p != q)
+        return ok, "a binomial tree: " + ", ".join(f"{p}→{q}" for p, q in sorted(edges))
+    if c == "reduce":
+        ok = (measured[ROOT_RANK] >= (n - 1) / n * size
+              and all(m >= size for r, m in enumerate(measured) if r != ROOT_RANK))
+        return ok, (f"root {measured[ROOT_RANK] / size:.2f}·S (model 0), others "
+                    f"{min(m for r, m in enumerate(measured) if r != ROOT_RANK) / size:.2f}·S"
+                    " and up: a ring reduce-scatter, then each chunk to the root")
+    return False, f"no expectation for {c}"
+
+
+def check_traffic(rows: Sequence[dict]) -> Report:
+    """✓/✗ per point: measured against what gloo's algorithm for the collective writes."""
+    report = Report("bytes on the wire against each collective's algorithm on gloo")
+    for row in rows:
+        label = f"{row['collective']:<15}{row['bytes']:>9} B"
+        if row["measured"][0] is None:
+            report.note(f"{label}  not measured ({row['backend']}: the figures are the model)")
+        elif row["world_size"] < 2 or row["bytes"] == 0:
+            report.note(f"{label}  nothing to move")
+        else:
+            ok, seen = _check_row(row, rows)
+            report.line(f"{'✓' if ok else '✗'} {label}  {seen}", ok)
+    return report
+
+
+def report_calibration(ranks: Sequence[dict], size: int) -> Report:
+    """The meter's calibration: a quiet rank writes 0 B; a send of S, S + 96 and 48 B back."""
+    report = Report(f"calibration: a rank that only waits, and rank 0 sending {size} B to rank 1")
+    for r in ranks:
+        if r["quiet"] is None:
+            report.note(f"rank {r['rank']}: not measured (the figures are the model)")
+            continue
+        want = {0: size + 2 * HEADER_BYTES, 1: HEADER_BYTES}.get(r["rank"], 0)
+        report.add(r["rank"], r["quiet"] == 0 and r["send"] == want,
+                   f"waiting: {r['quiet']} B; the send: {r['send']} B (S + headers: {want} B)")
+    return report
 
 
 def traffic_table(rows: Sequence[dict]) -> str:
