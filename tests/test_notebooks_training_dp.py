@@ -1,7 +1,10 @@
 """Notebooks 14 (groups and meshes), 15 (data parallelism by hand) and 16 (ZeRO/FSDP by
 hand) executed at 2, 3 and 4 ranks on gloo. Their results are checked against references
 computed here, independently of the notebooks' helpers: training loops written out in the
-test, byte counts from the ring formulas, shard shapes from torch.chunk."""
+test, the ring model's bytes from its formulas, shard shapes from torch.chunk. The bytes
+each rank wrote (measured on gloo) must agree with the ring model plus gloo's headers
+(helpers.wire.agrees) where gloo runs the ring, and show the documented difference where
+it does not (its reduce_scatter writes what an all_reduce of the same input writes)."""
 from __future__ import annotations
 
 import math
@@ -11,11 +14,13 @@ import pytest
 import torch
 
 from helpers.training.data_parallel import make_deep_mlp
+from helpers.wire import agrees
 from helpers.training.toy import make_data, make_mlp
 from notebook_runner import execute_with_results, notebook_text, png_count
 
 RANKS = [2, 3, 4]
 TOL = 1e-10
+ROUNDING = 3e-16   # "~1e-16 in float64": the last bits of parameters of size ~1
 
 
 def _by_kind(records, kind):
@@ -88,7 +93,6 @@ def test_groups_and_meshes_notebook(n_ranks, tmp_path, monkeypatch):
     length = 2 * cols
     inputs = np.array([np.arange(length) + 100.0 * r for r in range(n_ranks)])
     total = inputs.sum(axis=0)
-    S = length * 4
     for r in hier["ranks"]:
         row, col = divmod(r["rank"], cols)
         part = slice(2 * col, 2 * col + 2)
@@ -97,27 +101,51 @@ def test_groups_and_meshes_notebook(n_ranks, tmp_path, monkeypatch):
         assert r["reduce_scatter in rows"] == row_sum[part].tolist()
         assert r["all_reduce across rows"] == total[part].tolist()
         assert r["all_gather in rows"] == total.tolist() == r["flat"]
-        sent = r["sent"]
-        assert math.isclose(sent["reduce_scatter in rows"], (cols - 1) / cols * S)
-        assert math.isclose(sent["all_reduce across rows"], 2 * (rows - 1) / rows * S / cols,
-                            abs_tol=1e-12)
-        assert math.isclose(sent["all_gather in rows"], (cols - 1) / cols * S)
-        flat = 2 * (n_ranks - 1) / n_ranks * S
-        assert math.isclose(sent["flat all_reduce"], flat)
-        assert math.isclose(sum(sent[k] for k in ("reduce_scatter in rows",
-                                                   "all_reduce across rows",
-                                                   "all_gather in rows")), flat)
+
+    _check_hierarchical_bytes(_by_kind(records, "hierarchical_bytes")[0], rows, cols)
 
     pitfall = _by_kind(records, "new_group_pitfall")[0]
     for r in pitfall["ranks"]:
         assert not r["outcome"].startswith("worked") and " after " in r["outcome"]
         seconds = float(r["outcome"].split(" after ")[1].split(" s")[0])
-        # The callers wait for the skipper within the 3 s group timeout; the skipper may
-        # fail in gloo's connection set-up instead, bounded by gloo's connect timeout.
-        assert seconds < (10 if r["rank"] != n_ranks - 1 else 60), r["outcome"]
         if r["rank"] != n_ranks - 1:   # the callers: the new group's store wait, 3 s
-            assert r["outcome"].startswith("DistStoreError") and seconds >= 2.9, r["outcome"]
+            assert r["outcome"].startswith("DistStoreError") and 2.9 <= seconds < 10, \
+                r["outcome"]
+        elif "Connect timeout" in r["outcome"]:   # the skipper, waiting for a connection:
+            assert 14.9 <= seconds < 25, r["outcome"]   # gloo's 5 × the 3 s timeout
+        else:                                     # or connected, and its all_reduce waits
+            assert "Timed out waiting 3000ms" in r["outcome"] and 2.9 <= seconds < 10, \
+                r["outcome"]
         assert r["recovered"] == n_ranks
+
+
+def _check_hierarchical_bytes(record, rows, cols):
+    """Measured per phase against the ring model (gloo's headers allowed), phase 1 at an
+    all_reduce's price, and where the bytes went: only phase 2's cross between rows."""
+    n, S = rows * cols, record["size_bytes"]
+    assert S == cols * 2**16 * 4
+    model = {"reduce_scatter in rows": ((cols - 1) / cols * S, cols),
+             "all_reduce across rows": (2 * (rows - 1) / rows * S / cols, rows),
+             "all_gather in rows": ((cols - 1) / cols * S, cols),
+             "flat all_reduce": (2 * (n - 1) / n * S, n)}
+    for r in record["ranks"]:
+        for phase, (ring, group) in model.items():
+            assert math.isclose(r[phase]["model"], ring, abs_tol=1e-9), (phase, r)
+            if phase != "reduce_scatter in rows":
+                assert agrees(r[phase]["measured"], ring, 1, group), (phase, r)
+        scatter = r["reduce_scatter in rows"]["measured"]   # what an all_reduce writes
+        assert agrees(scatter, 2 * (cols - 1) / cols * S, 1, cols), r
+        assert scatter >= 1.9 * (cols - 1) / cols * S, r
+        hierarchical = sum(r[phase]["measured"] for phase in list(model)[:3])
+        assert hierarchical >= r["flat all_reduce"]["measured"] + 0.9 * (cols - 1) / cols * S
+        assert r["reduce_scatter in rows"]["between rows"] == 0
+        assert r["all_gather in rows"]["between rows"] == 0
+        assert r["all_reduce across rows"]["in rows"] == 0
+        assert all(r[phase]["other"] == 0 for phase in list(model)[:3])
+        assert r["all_reduce across rows"]["between rows"] == r["all_reduce across rows"][
+            "measured"]
+        assert agrees(r["all_reduce across rows"]["between rows"],
+                      2 * (rows - 1) / rows * S / cols, 1, rows)
 
 
 # ------------------------------------------------------------------ 15
@@ -143,22 +171,37 @@ def test_data_parallel_notebook(n_ranks, tmp_path, monkeypatch):
     small_bytes = sum(p.numel() * 8 for p in make_mlp().parameters())
     ring = 2 * (n_ranks - 1) / n_ranks
 
+    ring_bytes = ring * small_bytes
     for r in hand["ranks"]:
         assert _max_diff(r["state"], reference) < TOL
         assert r["calls_per_step"] == 4
-        assert math.isclose(r["sent_per_step"], ring * small_bytes)
-    for r in _by_kind(records, "ddp")[0]["ranks"]:
+        assert math.isclose(r["model_per_step"], ring_bytes)
+        measured = r["measured_per_step"]
+        assert agrees(measured, ring_bytes, 4, n_ranks), r
+        assert (measured - ring_bytes) / measured > 0.5, r   # headers: a large share
+    for r, h in zip(_by_kind(records, "ddp")[0]["ranks"], hand["ranks"]):
         assert _max_diff(r["state"], reference) < TOL and r["ddp_vs_hand"] < TOL
+        per_step = r["measured_per_step"]                    # one bucket: one call a step
+        assert r["calls_counted"] == [0] * steps             # DDP's calls: C++, not counted
+        assert len(per_step) == steps and per_step[1] > per_step[2], per_step
+        assert all(agrees(b, ring_bytes, 1, n_ranks) for b in per_step[2:]), per_step
+        assert max(per_step[2:]) < h["measured_per_step"], (per_step, h)
 
     deep_sizes = [p.numel() * 8 for p in reversed(list(make_deep_mlp().parameters()))]
     for r in _by_kind(records, "bucketing")[0]["ranks"]:
         assert len(r["results"]) >= 3
+        assert r["ms_per_call"] == r["ms_per_call"]          # a number (not NaN)
         for b in r["results"]:
             limit = float("inf") if b["bucket_bytes"] is None else b["bucket_bytes"]
             assert b["calls_per_step"] == _bucket_count(deep_sizes, limit)
-            assert math.isclose(b["sent_per_step"], ring * sum(deep_sizes))
+            assert math.isclose(b["model_per_step"], ring * sum(deep_sizes))
+            assert agrees(b["measured_per_step"], b["model_per_step"], b["calls_per_step"],
+                          n_ranks), b
             assert b["ms_per_step"] > 0
             assert _max_diff(b["state"], deep_reference) < TOL
+        by_calls = sorted((b["calls_per_step"], b["measured_per_step"]) for b in r["results"])
+        assert [m for _, m in by_calls] == sorted(m for _, m in by_calls), by_calls
+        assert len({m for _, m in by_calls}) == len(by_calls), "fewer calls, fewer bytes"
     for r in _by_kind(records, "overlap")[0]["ranks"]:
         assert _max_diff(r["state"], deep_reference) < TOL
         tl = r["timeline"]
@@ -191,19 +234,25 @@ def test_zero_fsdp_notebook(n_ranks, tmp_path, monkeypatch):
     full = sum(int(np.prod(s)) for s in shapes.values()) * 8
     padded = {k: per_rank[k] * n * rest[k] * 8 for k in shapes}
     ring = (n - 1) / n
-    sent = {"DP": 2 * ring * full, "ZeRO-1": 2 * ring * full + ring * sum(padded.values()),
-            "ZeRO-2": 2 * ring * sum(padded.values()),
-            "ZeRO-3": ring * (2 * sum(padded.values())
-                              + sum(padded[k] for k in shapes if len(shapes[k]) > 1))}
-    if n in (2, 4):   # nothing padded: the paper's ratios
-        assert math.isclose(sent["ZeRO-2"], sent["DP"])
+    ring_model = {"DP": 2 * ring * full,
+                  "ZeRO-1": 2 * ring * full + ring * sum(padded.values()),
+                  "ZeRO-2": 2 * ring * sum(padded.values()),
+                  "ZeRO-3": ring * (2 * sum(padded.values())
+                                    + sum(padded[k] for k in shapes if len(shapes[k]) > 1))}
+    if n in (2, 4):   # nothing padded: the ring model's ratios are the paper's
+        assert math.isclose(ring_model["ZeRO-2"], ring_model["DP"])
+    paper = {"DP": 2, "ZeRO-1": 2, "ZeRO-2": 2, "ZeRO-3": 3}
+    psi = sum(int(np.prod(s)) for s in shapes.values())
     steps_bytes = 4 * len(shapes)
 
     for stage, record in stages.items():
+        assert record["paper_per_step"] == paper[stage] * psi * 8
+        assert math.isclose(record["ring_model_per_step"], ring_model[stage])
         for r in record["ranks"]:
             rank = r["rank"]
-            assert _max_diff(r["state"], reference) < TOL, stage
-            assert math.isclose(r["sent_per_step"], sent[stage]), stage
+            assert _max_diff(r["state"], reference) < ROUNDING, stage
+            assert math.isclose(r["model_per_step"], ring_model[stage]), stage
+            _check_stage_bytes(stage, r, steps, n)
             mine = sum(_chunk_rows(s[0], rank, n) * rest[k] for k, s in shapes.items()) * 8
             shard = sum(per_rank[k] * rest[k] for k in shapes) * 8
             expected = {
@@ -217,6 +266,13 @@ def test_zero_fsdp_notebook(n_ranks, tmp_path, monkeypatch):
             m = r["memory"]
             assert (m["parameters"], m["gradients"], m["optimizer state"],
                     m["peak gathered"]) == expected, (stage, rank, m, expected)
+    for dp, z2, z3 in zip(*(stages[s]["ranks"] for s in ("DP", "ZeRO-2", "ZeRO-3"))):
+        # gloo: stage 2 sends more than DP, where the paper and the ring model say "as much"
+        measured = [r["measured_per_step"] for r in (dp, z2, z3)]
+        assert measured[2] > measured[1] > 1.2 * measured[0], measured
+    for record in stages.values():      # this toy model: gloo's headers outweigh the data
+        for r in record["ranks"]:
+            assert r["measured_per_step"] - r["model_per_step"] > r["model_per_step"], r
     for r in stages["ZeRO-3"]["ranks"]:
         assert r["padded_shapes"] == {k: [per_rank[k]] + s[1:] for k, s in shapes.items()}
 
@@ -224,14 +280,14 @@ def test_zero_fsdp_notebook(n_ranks, tmp_path, monkeypatch):
         rank = r["rank"]
         want = {k: [_chunk_rows(s[0], rank, n)] + s[1:] for k, s in shapes.items()}
         assert r["fsdp_shapes"] == want == r["hand_shapes"]
-        assert r["fsdp_vs_hand"] < TOL
+        assert r["fsdp_vs_hand"] < ROUNDING
         for k in shapes:
             lo = min(rank * per_rank[k], shapes[k][0])
             rows = reference[k][lo:lo + want[k][0]]
             if rows.numel():
-                assert np.max(np.abs(np.asarray(r["local"][k]) - rows.numpy())) < TOL
-                assert np.max(np.abs(np.asarray(r["hand"][k]) - rows.numpy())) < TOL
-        assert _max_diff(r["full"], reference) < TOL
+                assert np.max(np.abs(np.asarray(r["local"][k]) - rows.numpy())) < ROUNDING
+                assert np.max(np.abs(np.asarray(r["hand"][k]) - rows.numpy())) < ROUNDING
+        assert _max_diff(r["full"], reference) < ROUNDING
 
     skip = _by_kind(records, "skip_pitfall")[0]["ranks"]
     calls = {r["rank"]: len(r["entered"]) for r in skip}
@@ -246,3 +302,22 @@ def test_zero_fsdp_notebook(n_ranks, tmp_path, monkeypatch):
         lo = min(r["rank"] * 2, n + 1)
         assert r["rows"] == whole[lo:lo + _chunk_rows(n + 1, r["rank"], n)]
         assert r["whole"] == whole
+        assert r["fsdp_rows"] == _chunk_rows(n + 1, r["rank"], n)   # FSDP2's unpadded piece
+
+
+def _check_stage_bytes(stage, r, steps, n):
+    """Each collective of a stage: measured agrees with its ring model plus headers; a
+    reduce_scatter writes exactly what all_reduces of the same inputs wrote (gloo)."""
+    as_all_reduce = r["reduce_scatter_vs_all_reduce"]
+    for tensor in as_all_reduce.values():
+        assert tensor["reduce_scatter"] == tensor["all_reduce"], as_all_reduce
+    for name, row in r["by_name"].items():
+        assert row["calls"] % steps == 0, (stage, name, row)
+        if name.startswith("reduce_scatter"):
+            assert row["measured"] == steps * sum(t["all_reduce"]
+                                                  for t in as_all_reduce.values()), row
+            assert row["calls"] == steps * len(as_all_reduce), row
+        else:
+            assert agrees(row["measured"], row["model"], row["calls"], n), (stage, name, row)
+    assert math.isclose(sum(row["measured"] for row in r["by_name"].values()),
+                        steps * r["measured_per_step"]), r

@@ -17,7 +17,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from helpers.wire import agrees  # noqa: E402
 
-from helpers.training import data_parallel, grading, mesh, toy, zero  # noqa: E402
+from helpers.training import (data_parallel, grading, measured, mesh, toy,  # noqa: E402
+                              zero)
 
 
 # ------------------------------------------------------------------ toy
@@ -194,6 +195,21 @@ def test_hierarchical_reference_ends_in_the_sum(shape):
         mesh.hierarchical_reference(inputs[:-1], shape)
 
 
+def test_row_crossings_split_each_rank_s_bytes_by_mesh_row():
+    # 2 × 2 mesh: ranks 0, 1 in row 0, ranks 2, 3 in row 1; each rank's "local>remote"
+    sockets = [{"h:10>h:21": 5, "h:11>h:30": 7}, {"h:21>h:10": 3},
+               {"h:30>h:11": 2, "h:31>h:40": 4}, {"h:40>h:31": 1, "h:41>h:99": 9}]
+    seen = mesh.row_crossings(sockets, (2, 2))
+    assert seen["between rows"] == [7, 0, 2, 0]
+    assert seen["in rows"] == [5, 3, 4, 1]
+    assert seen["other"] == [0, 0, 0, 9]
+    traffic = [{"phase": {"model": 10.0, "measured": 58}}, {"phase": {"model": 10.0,
+                                                                     "measured": None}}]
+    assert mesh.traffic_rows(traffic) == [{"rank": 0, "phase": "58 / 10"},
+                                          {"rank": 1, "phase": "not measured / 10"}]
+    assert len(mesh.plot_crossings({"p": seen, "q": seen}, (2, 2)).axes) == 2
+
+
 def test_mesh_plots_draw():
     shape = (2, 2)
     coords = [mesh.coordinate(r, shape) for r in range(4)]
@@ -251,6 +267,38 @@ def test_comm_formula_ratios_without_padding():
     assert math.isclose(zero.comm_formula(shapes, 4, "ZeRO-3"), 3 / 4 * (2 * 212 + 192) * 8)
 
 
+def test_paper_volume_and_the_communication_table():
+    psi = 212
+    assert [zero.paper_volume(psi, s) for s in zero.STAGES] == [3392, 3392, 3392, 5088]
+    model = {s: zero.comm_formula([[16, 8], [16], [4, 16], [4]], 4, s) for s in zero.STAGES}
+    paper = {s: zero.paper_volume(psi, s) for s in zero.STAGES}
+    measured = [{"DP": 8000, "ZeRO-1": 12000, "ZeRO-2": 12000, "ZeRO-3": 16000}]
+    rows = zero.comm_rows(measured, model, paper)
+    assert [r["× DP: measured"] for r in rows] == ["1.00", "1.50", "1.50", "2.00"]
+    assert [r["× DP: paper"] for r in rows] == ["1.00", "1.00", "1.00", "1.50"]
+    nccl = zero.comm_rows([dict.fromkeys(zero.STAGES)], model, paper)
+    assert {r["measured here (B)"] for r in nccl} == {"not measured"}
+    assert zero.plot_comm(measured, model, paper).axes
+    assert zero.plot_comm([dict.fromkeys(zero.STAGES)], model, paper).axes
+
+
+# ------------------------------------------------------------------ measured bytes
+
+def test_measured_against_the_model():
+    ok, text = measured.measured_vs_model(None, 100.0, 1, 4)
+    assert ok is None and "not measured" in text
+    assert measured.measured_vs_model(100 + 1728, 100.0, 1, 4)[0] is True
+    assert measured.measured_vs_model(99, 100.0, 1, 4)[0] is False
+    # gloo's reduce_scatter: an all_reduce's bytes (2 × the ring model), not its own
+    S = 1 << 18
+    model = 3 / 4 * S
+    assert measured.reduce_scatter_as_all_reduce(2 * model + 1728, model, 4)[0]
+    assert not measured.reduce_scatter_as_all_reduce(model + 864, model, 4)[0]
+    assert measured.reduce_scatter_as_all_reduce(None, model, 4)[0] is None
+    assert measured.per_step(None, 5) is None and measured.per_step(50, 5) == 10
+    assert math.isclose(measured.header_share(400, 100), 0.75)
+
+
 # ------------------------------------------------------------------ data_parallel, grading
 
 def test_bucket_calls_greedy():
@@ -261,6 +309,17 @@ def test_bucket_calls_greedy():
     assert len(list(deep.parameters())) == 12
     with pytest.raises(ValueError, match="depth"):
         data_parallel.make_deep_mlp(depth=1)
+
+
+def test_per_call_ms_and_the_bucket_plot():
+    assert math.isclose(data_parallel.per_call_ms([12, 1], [23.0, 1.0]), 2.0)
+    rows = [{"label": "per tensor", "calls_per_step": 12, "ms_per_step": 23.0,
+             "model_per_step": 100.0, "measured_per_step": 400.0},
+            {"label": "all in one", "calls_per_step": 1, "ms_per_step": 1.0,
+             "model_per_step": 100.0, "measured_per_step": 150.0}]
+    assert len(data_parallel.plot_buckets([rows, rows]).axes) == 3
+    unmeasured = [dict(r, measured_per_step=None) for r in rows]
+    assert len(data_parallel.plot_buckets([unmeasured]).axes) == 3
 
 
 def test_overlap_share():

@@ -96,25 +96,42 @@ def plot_grads(before: Sequence[np.ndarray], after: Sequence[np.ndarray],
 
 
 def plot_buckets(results: Sequence[Sequence[dict]], title: str = ""):
-    """results[rank] = [{"label", "calls_per_step", "ms_per_step"}, ...]."""
+    """results[rank] = [{"label", "calls_per_step", "ms_per_step", "model_per_step",
+    "measured_per_step"}, ...]: calls, bytes (measured per rank, the ring model dashed)
+    and time per step, per bucket size. Measured bytes None (NCCL): the model alone."""
     import matplotlib.pyplot as plt
 
     labels = [r["label"] for r in results[0]]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
+    panels = (("calls_per_step", "all_reduce calls per step"),
+              ("measured_per_step", "bytes per step per rank"),
+              ("ms_per_step", "ms per step (median)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(15, 3.8))
     width = 0.8 / len(results)
     for rank, rows in enumerate(results):
         pos = np.arange(len(labels)) + rank * width
-        axes[0].bar(pos, [r["calls_per_step"] for r in rows], width, label=f"rank {rank}")
-        axes[1].bar(pos, [r["ms_per_step"] for r in rows], width, label=f"rank {rank}")
-    for ax, what in zip(axes, ("all_reduce calls per step", "ms per step (median)")):
+        for ax, (key, _) in zip(axes, panels):
+            if rows[0][key] is not None:
+                ax.bar(pos, [r[key] for r in rows], width, label=f"rank {rank}")
+    axes[1].plot(np.arange(len(labels)) + 0.4 - width / 2,
+                 [r["model_per_step"] for r in results[0]], "k--", marker="_", ms=20,
+                 label="ring model (NCCL)")
+    if results[0][0]["measured_per_step"] is not None:
+        axes[1].set_title("measured here (gloo) vs the ring model", fontsize=9)
+    for ax, (_, what) in zip(axes, panels):
         ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, fontsize=8)
         ax.set_xlabel("bucket size")
         ax.set_ylabel(what)
-        ax.legend(fontsize=8)
+        ax.set_ylim(0, 1.4 * ax.get_ylim()[1])       # room for the legend above the bars
+        ax.legend(fontsize=7, ncol=3, loc="upper center")
     fig.suptitle(title or "bucketing: fewer, larger all_reduce calls")
     fig.tight_layout()
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
+
+
+def per_call_ms(calls: Sequence[float], ms: Sequence[float]) -> float:
+    """The slope of time per step against calls per step (least squares): ms per call."""
+    return float(np.polyfit(np.asarray(calls, dtype=float), np.asarray(ms, dtype=float), 1)[0])
 
 
 def overlap_share(timeline: dict) -> float:

@@ -1,14 +1,17 @@
 """Process groups and device meshes (notebook 14): the mesh shape for a world size, the
-reference of the hierarchical all_reduce phase by phase, byte formulas, and the drawings.
+reference of the hierarchical all_reduce phase by phase, its bytes (the ring model's
+formulas, and where the measured bytes went: within a row or across rows), and the drawings.
 
 The taught calls (`dist.new_group`, `init_device_mesh`, the three phases) stay in the
 notebook's `%%px` cells; this module only plans, checks and draws. Used by notebook 14.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from helpers.wire import peer_matrix
 
 PHASES = ("input", "reduce_scatter in rows", "all_reduce across rows", "all_gather in rows")
 
@@ -56,13 +59,44 @@ def hierarchical_reference(inputs: Sequence[Sequence[float]], shape: tuple[int, 
 
 
 def phase_bytes(size_bytes: int, shape: tuple[int, int]) -> dict[str, float]:
-    """Bytes one rank sends in each phase (ring formulas) and the flat all_reduce's."""
+    """Bytes one rank sends in each phase in the ring model, and the flat all_reduce's."""
     rows, cols = shape
     n = rows * cols
     return {"reduce_scatter in rows": (cols - 1) / cols * size_bytes,
             "all_reduce across rows": 2 * (rows - 1) / rows * size_bytes / cols,
             "all_gather in rows": (cols - 1) / cols * size_bytes,
             "flat all_reduce": 2 * (n - 1) / n * size_bytes}
+
+
+def row_crossings(sockets: Sequence[Mapping[str, int]], shape: tuple[int, int]
+                  ) -> dict[str, Any]:
+    """Every rank's `wire.sockets` of one phase → where each rank's bytes went.
+
+    "matrix": bytes rank i wrote to rank j; "between rows" / "in rows": per rank, the
+    bytes written to ranks of other rows / of its own row; "other": to no rank (0).
+    """
+    matrix, other = peer_matrix(sockets)
+    cols = shape[1]
+
+    def to(rank: int, same_row: bool) -> int:
+        return sum(b for peer, b in enumerate(matrix[rank])
+                   if (peer // cols == rank // cols) == same_row)
+
+    return {"matrix": matrix, "other": other,
+            "between rows": [to(r, False) for r in range(len(matrix))],
+            "in rows": [to(r, True) for r in range(len(matrix))]}
+
+
+def traffic_rows(traffic: Sequence[Mapping[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Per rank: each phase's bytes as "measured / model" (measured: gloo; None on NCCL)."""
+    rows = []
+    for rank, phases in enumerate(traffic):
+        row: dict[str, Any] = {"rank": rank}
+        for phase, t in phases.items():
+            measured = "not measured" if t["measured"] is None else f"{t['measured']:,}"
+            row[phase] = f"{measured} / {t['model']:,.0f}"
+        rows.append(row)
+    return rows
 
 
 def plot_mesh(shape: tuple[int, int], coordinates: Sequence[Sequence[int]],
@@ -124,6 +158,36 @@ def plot_phases(states: Sequence[dict[str, Sequence[float]]], shape: tuple[int, 
         ax.set_xticks(range(length))
         ax.set_xlabel("element")
     fig.suptitle(title or "hierarchical all_reduce: what every rank holds after each phase")
+    fig.tight_layout()
+    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
+    return fig
+
+
+def plot_crossings(crossings: Mapping[str, Mapping[str, Any]], shape: tuple[int, int],
+                   title: str = ""):
+    """One panel per phase: bytes rank i wrote to rank j, measured; the rows boxed."""
+    import matplotlib.pyplot as plt
+
+    rows, cols = shape
+    n = rows * cols
+    fig, axes = plt.subplots(1, len(crossings), figsize=(3.3 * len(crossings), 0.5 * n + 2.2),
+                             squeeze=False)
+    for ax, (phase, seen) in zip(axes[0], crossings.items()):
+        grid = np.asarray(seen["matrix"], dtype=float)
+        ax.imshow(grid, cmap="Blues", vmin=0)
+        for (i, j), value in np.ndenumerate(grid):
+            ax.text(j, i, f"{value / 1024:.0f}K" if value >= 1024 else f"{value:.0f}",
+                    ha="center", va="center", fontsize=7,
+                    color="white" if value > grid.max() / 2 else "black")
+        for row in range(rows):   # each mesh row's block: bytes inside it stay in the row
+            ax.add_patch(plt.Rectangle((row * cols - 0.5, row * cols - 0.5), cols, cols,
+                                       fill=False, edgecolor="#c2410c", lw=2))
+        ax.set_title(f"{phase}\nacross rows, all ranks: {sum(seen['between rows']):,} B",
+                     fontsize=9)
+        ax.set_xticks(range(n), [str(r) for r in range(n)])
+        ax.set_yticks(range(n), [f"rank {r}" for r in range(n)])
+        ax.set_xlabel("to rank")
+    fig.suptitle(title or "bytes written from rank to rank, per phase (boxes: a mesh row)")
     fig.tight_layout()
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

@@ -1,6 +1,7 @@
 """ZeRO / FSDP by hand (notebook 16): how a tensor's rows are split over the ranks (torch.chunk
-layout, as FSDP2 does), the bytes a rank holds, the ZeRO paper's memory formulas and the
-communication formulas, and the plots.
+layout, as FSDP2 does), the bytes a rank holds, the ZeRO paper's memory formulas, the
+communication per step (the paper's volume, the ring model of the stages as built here,
+and the measured bytes side by side), and the plots.
 
 The taught code (the all_gather / reduce_scatter of each stage) stays in the notebook's
 `%%px` cells. Used by notebook 16.
@@ -72,9 +73,10 @@ def held_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
 
 def zero_formula(psi: float, world_size: int, stage: str, param_bytes: float = 2,
                  grad_bytes: float = 2, optimizer_bytes: float = 12) -> dict[str, float]:
-    """The ZeRO paper's memory per rank (Rajbhandari et al. 2020, fig. 1 and §5): Ψ
-    parameters, bytes per element of parameters, gradients and optimizer state (K).
-    Defaults: mixed precision Adam, 2 + 2 + 12 bytes."""
+    """The ZeRO paper's memory per rank (Rajbhandari et al. 2020): Ψ parameters, bytes per
+    element of parameters, gradients and optimizer state (K). §3.1 derives DP's
+    2Ψ + 2Ψ + KΨ (mixed precision Adam: K = 12, the defaults); §5.1–5.3 and fig. 1 split
+    the terms over the ranks, stage by stage."""
     n = world_size
     shard = {"DP": (1, 1, 1), "ZeRO-1": (1, 1, n), "ZeRO-2": (1, n, n), "ZeRO-3": (n, n, n)}
     if stage not in shard:
@@ -140,22 +142,60 @@ def _label_stages(fig: Any, ax: Any, width: float, ylabel: str, title: str) -> A
     return fig
 
 
-def plot_comm(sent: Sequence[dict[str, float]], formula: dict[str, float], title: str = ""):
+# The ZeRO paper's communication volume per rank and step, in elements of Ψ (§7.1: DP 2Ψ;
+# §7.2.1: P_os+g 2Ψ, and P_os no more; §7.2.2: P_os+g+p 3Ψ, i.e. 1.5× DP).
+PAPER_VOLUME = {"DP": 2, "ZeRO-1": 2, "ZeRO-2": 2, "ZeRO-3": 3}
+
+
+def paper_volume(psi: float, stage: str, element_bytes: int = 8) -> float:
+    """The paper's bytes per rank and step: its volume in elements × bytes per element."""
+    return PAPER_VOLUME[stage] * psi * element_bytes
+
+
+def comm_rows(measured: Sequence[dict[str, float | None]], ring_model: dict[str, float],
+              paper: dict[str, float]) -> list[dict[str, Any]]:
+    """Per rank and stage: the paper's bytes, the ring model's, the measured ones (gloo),
+    each also as a multiple of DP's by the same measure."""
+    rows = []
+    for rank, sent in enumerate(measured):
+        for stage in STAGES:
+            got = sent[stage]
+            rows.append({"rank": rank, "stage": stage,
+                         "paper (B)": f"{paper[stage]:,.0f}",
+                         "ring model (B)": f"{ring_model[stage]:,.0f}",
+                         "measured here (B)": "not measured" if got is None else f"{got:,.0f}",
+                         "× DP: paper": f"{paper[stage] / paper['DP']:.2f}",
+                         "× DP: model": f"{ring_model[stage] / ring_model['DP']:.2f}",
+                         "× DP: measured": "" if got is None else f"{got / sent['DP']:.2f}"})
+    return rows
+
+
+def plot_comm(measured: Sequence[dict[str, float | None]], ring_model: dict[str, float],
+              paper: dict[str, float], title: str = ""):
+    """Per stage: the paper's bytes, the ring model's, then each rank's measured bytes."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    n = len(sent)
-    width = 0.8 / (n + 1)
-    for rank, row in enumerate(sent):
-        ax.bar(np.arange(len(STAGES)) + rank * width, [row[s] for s in STAGES], width,
-               label=f"rank {rank} (counted)")
-    ax.bar(np.arange(len(STAGES)) + n * width, [formula[s] for s in STAGES], width,
-           color="none", edgecolor="k", hatch="//", label="formula")
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    n = len(measured)
+    width = 0.8 / (n + 2)
+    x = np.arange(len(STAGES))
+    ax.bar(x, [paper[s] for s in STAGES], width, color="none", edgecolor="#555555",
+           hatch="..", label="paper (§7), × 8 B")
+    ax.bar(x + width, [ring_model[s] for s in STAGES], width, color="none", edgecolor="k",
+           hatch="//", label="ring model, as built (NCCL)")
+    for rank, sent in enumerate(measured):
+        if sent["DP"] is not None:
+            ax.bar(x + (rank + 2) * width, [sent[s] for s in STAGES], width,
+                   label=f"rank {rank}, measured (gloo)")
     for s, stage in enumerate(STAGES):
-        ax.text(s + 0.4, formula[stage], f"{formula[stage] / formula['DP']:.2f}× DP",
-                ha="center", va="bottom", fontsize=8)
-    return _label_stages(fig, ax, width, "bytes sent per rank per step",
-                         title or "communication per step")
+        tops = [paper[stage], ring_model[stage]] + [m[stage] or 0 for m in measured]
+        text = f"model {ring_model[stage] / ring_model['DP']:.2f}× DP"
+        if measured[0]["DP"] is not None:
+            text += f"\nmeasured (rank 0) {measured[0][stage] / measured[0]['DP']:.2f}× DP"
+        ax.text(s + 0.4 - width / 2, max(tops), text, ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, 1.3 * ax.get_ylim()[1])
+    return _label_stages(fig, ax, width, "bytes per rank per step",
+                         title or "communication per step: paper, ring model, measured")
 
 
 def plot_shards(hand: Sequence[dict], fsdp: Sequence[dict], title: str = ""):
