@@ -24,6 +24,14 @@ def _assert_every_rank_checked(text: str, n: int) -> None:
     assert "All ranks right!" in text, "the exercise check did not pass"
 
 
+def _assert_model_plus_headers(row: dict, n: int) -> None:
+    """Measured on gloo: the model's bytes plus at most the headers `agrees` allows."""
+    from helpers.wire import agrees
+
+    assert row["measured"] is not None and row["measured"] > row["model"] > 0, row
+    assert agrees(row["measured"], row["model"], row["calls"], n), row
+
+
 def _diff(got, expected: torch.Tensor) -> float:
     got = torch.tensor(got, dtype=expected.dtype)
     assert got.shape == expected.shape, (got.shape, expected.shape)
@@ -66,25 +74,39 @@ def test_tensor_parallel_notebook(n_ranks, tmp_path, monkeypatch):
         for name in ("output", "Y2", "torch_output"):
             assert _diff(got[name], output) < TOL, name
         assert _diff(got["Y1"], hidden_pre) < TOL
+        assert _diff(got["torch_X_grad"], x_grad) < TOL
         # per layer: column forward 0 calls, backward one all_reduce of dL/dX;
         # row forward one all_reduce of the output, backward 0 calls
-        counts = {(layer, phase): by_name for layer, phase, by_name in got["layer_counts"]}
+        rows = {(row["layer"], row["phase"]): row for row in got["layer_counts"]}
         batch, d_in, d_out = 48, 8, 4
-        assert counts[("column-parallel", "forward")] == {}
-        assert counts[("row-parallel", "backward")] == {}
-        assert counts[("tanh", "forward")] == counts[("tanh", "backward")] == {}
-        col = counts[("column-parallel", "backward")]["all_reduce"]
-        row = counts[("row-parallel", "forward")]["all_reduce"]
-        assert (col["calls"], col["size"]) == (1, batch * d_in * 8)
-        assert (row["calls"], row["size"]) == (1, batch * d_out * 8)
-        assert col["sent"] == pytest.approx(2 * (n - 1) / n * batch * d_in * 8)
-        gather = got["gather_counts"]["all_gather"]
+        for quiet in (("column-parallel", "forward"), ("row-parallel", "backward"),
+                      ("tanh", "forward"), ("tanh", "backward")):
+            # no collective: nothing counted, nothing written (exactly 0 B)
+            assert rows[quiet]["collectives"] == {} and rows[quiet]["measured"] == 0, quiet
+        col = rows[("column-parallel", "backward")]
+        row = rows[("row-parallel", "forward")]
+        for block, numel in ((col, batch * d_in), (row, batch * d_out)):
+            call = block["collectives"]["all_reduce"]
+            assert (call["calls"], call["size"]) == (1, numel * 8)
+            assert call["model"] == pytest.approx(2 * (n - 1) / n * numel * 8)
+            _assert_model_plus_headers(block, n)
+            assert call["measured"] == block["measured"]     # all of it inside the call
+        gather = got["gather_row"]["collectives"]["all_gather"]
         assert gather["size"] == batch * d_hidden * 8
-        assert gather["sent"] == pytest.approx((n - 1) / n * batch * d_hidden * 8)
+        assert gather["model"] == pytest.approx((n - 1) / n * batch * d_hidden * 8)
+        _assert_model_plus_headers(got["gather_row"], n)
+        # parallelize_module: no call the counter sees, the hand-built model's bytes
+        for hand, theirs in zip(got["hand_traffic"], got["torch_traffic"]):
+            assert hand["phase"] == theirs["phase"] and hand["calls"] == 1
+            assert theirs["calls"] == 0 and theirs["measured"] > 0
+            _assert_model_plus_headers({**theirs, "calls": 1, "model": hand["model"]}, n)
+        assert [h["model"] for h in got["hand_traffic"]] == pytest.approx(
+            [2 * (n - 1) / n * batch * d * 8 for d in (d_out, d_in)])
 
     text = notebook_text(nb)
     _assert_every_rank_checked(text, n)
     assert text.count("dist.* calls seen by the counter: 0") == n
+    assert "not measured" not in text
     assert png_count(nb) >= 1
 
 
@@ -96,6 +118,63 @@ def _summary_diff(summary: dict, grad: torch.Tensor) -> float:
     return max(abs(summary["norm"] - grad.norm().item()),
                abs(summary["sum"] - grad.sum().item()) / max(1.0, grad.numel() ** 0.5),
                (head - grad.flatten()[:8]).abs().max().item())
+
+
+def _assert_bytes_between_stages(record: dict, n: int, ms: list[int]) -> None:
+    """Every step of every stage: the payload is m-independent (batch × width float64 per
+    link and direction), and gloo wrote exactly it + 96 B a send + 48 B a receive."""
+    payload = record["batch"] * record["width"] * 8
+    for r, got in enumerate(record["ranks"]):
+        links = (r > 0) + (r < n - 1)
+        steps = {(row["schedule"], row["m"]): row for row in got["traffic"]}
+        assert set(steps) == {(s, m) for s in ("GPipe", "1F1B") for m in ms}
+        for (schedule, m), row in steps.items():
+            assert row["sends"] == row["recvs"] == links * m, row
+            assert row["model"] == links * payload, row
+            assert row["measured"] == row["model"] + 96 * row["sends"] + 48 * row["recvs"], row
+            # the two schedules write the same bytes
+            assert row["measured"] == steps[("GPipe", m)]["measured"], row
+        assert steps[("GPipe", 8)]["batched"] == 0          # blocking send/recv only
+        assert steps[("1F1B", 8)]["batched"] > 0            # batch_isend_irecv too
+
+
+def _assert_torch_1f1b_as_ours(record: dict, n: int, model) -> None:
+    """torch's Schedule1F1B, recorded: the order of forwards and backwards of our 1F1B at
+    the same m on every stage, p − s forwards before the first backward, at most p − s
+    in flight; the unsplit model's gradients."""
+    from helpers.training.pipeline import compute_order, in_flight, warmup_forwards
+
+    m = record["m_torch"]
+    assert m >= n
+    for r, got in enumerate(record["ranks"]):
+        theirs = {tuple(compute_order(events)) for events in got["torch_1f1b_runs"]}
+        ours = {tuple(compute_order(run["events"])) for run in got["runs"]
+                if (run["schedule"], run["m"]) == ("1F1B", m)}
+        assert len(theirs) == 1 and theirs == ours, (r, theirs, ours)
+        order = theirs.pop()
+        assert len(order) == 2 * m
+        assert warmup_forwards(order) == in_flight(order) == n - r
+        for k, grad in ((k, p.grad) for k, p in model[r].named_parameters()):
+            assert _summary_diff(got["torch_1f1b_grads"][k], grad) < 1e-10
+
+
+# The measured bubble falls with more micro-batches: its smallest value over m ≥ 2 is at
+# least BUBBLE_MARGIN below its value at m = 1, for each schedule. The notebook's own cells
+# were run 112 times on disposable ranks of this 2-core machine (p = 2 and 4: 25 runs
+# alone and 22-25 beside two CPU-bound processes; p = 3: 15 runs), the bubble computed as
+# the notebook does (median of 3 repeats): over those 224 schedule-runs the gap was never
+# below 0.05 (means 0.11-0.26, sd 0.03-0.06; a normal fit puts a gap below 0.02 at
+# 1.4e-3 or less per check, so under 1 % for the 6 checks of the 3 world sizes). Were the
+# sentence false (no gain from micro-batches), the gap would scatter around 0 and fail.
+# The formula's gap from m = 1 to m = 2 alone: 0.17 at p = 2, 0.15 at p = 4.
+BUBBLE_MARGIN = 0.02
+
+
+def _assert_more_microbatches_smaller_bubble(table: list[dict]) -> None:
+    for schedule in ("GPipe", "1F1B"):
+        bubble = {row["m"]: row["measured"] for row in table if row["schedule"] == schedule}
+        best = min(value for m, value in bubble.items() if m > 1)
+        assert bubble[1] - best >= BUBBLE_MARGIN, (schedule, bubble)
 
 
 @pytest.mark.notebook
@@ -139,6 +218,8 @@ def test_pipeline_parallel_notebook(n_ranks, tmp_path, monkeypatch):
             assert starts == sorted(starts) and all(e[3] >= e[2] >= 0 for e in run["events"])
     assert record["peaks"]["GPipe"] == [8] * n
     assert record["peaks"]["1F1B"] == [min(n - r, 8) for r in range(n)]
+    _assert_bytes_between_stages(record, n, ms)
+    _assert_torch_1f1b_as_ours(record, n, model)
 
     table = record["bubble_table"]
     assert {(row["schedule"], row["m"]) for row in table} == {
@@ -148,13 +229,21 @@ def test_pipeline_parallel_notebook(n_ranks, tmp_path, monkeypatch):
         assert 0.0 < row["measured"] < 1.0 and row["step_ms"] > 0
         if row["m"] == 1:   # one micro-batch: the stages cannot overlap at all
             assert row["measured"] > 0.5 * row["theory"]
+    _assert_more_microbatches_smaller_bubble(table)
 
     text = notebook_text(nb)
     _assert_every_rank_checked(text, n)
+    # the sizes the text states are the code's (issue 20, fix 1)
+    prose = " ".join(" ".join(c.source.split()) for c in nb.cells if c.cell_type == "markdown")
+    assert f"with `batch` = {record['batch']} samples" in prose
+    assert f"The width (`width` = {record['width']})" in prose
+    for r in range(n):
+        assert (f"rank {r}: m = {n - 1} refused: Number of microbatches ({n - 1}) must be "
+                f"greater than or equal to the number of stages ({n}).") in text
     for r, what in ((0, "the output of micro-batch 1"), (1, "the gradient of micro-batch 0")):
         assert f"rank {r}: sending {what} raised after 3." in text
-    assert "went through" not in text
-    assert png_count(nb) >= 2
+    assert "went through" not in text and "not measured" not in text
+    assert png_count(nb) >= 3
     # the animation ends with the fastest recorded m = 8 run of each schedule, span by span
     last = only_animation(nb, "spans")["last"]["spans"]
     for schedule in ("GPipe", "1F1B"):
@@ -217,6 +306,7 @@ def test_two_d_notebook(n_ranks, shape, tmp_path, monkeypatch):
         assert executed == [("forward", "all_reduce", row_ranks, 48 // dp * 4 * 8)] + [
             ("gradient sync", "all_reduce", col_ranks, numel * 8)
             for numel in (k * 8, k, 4 * k, 4)]
+        _assert_step_bytes(got["executed"], dp)
     assert seen == {(a, b) for a in range(dp) for b in range(tp)}
     replica_losses = [[g["losses"] for g in record["ranks"] if g["dp_rank"] == row][0]
                       for row in range(dp)]
@@ -226,4 +316,25 @@ def test_two_d_notebook(n_ranks, shape, tmp_path, monkeypatch):
 
     _assert_every_rank_checked(text, n)
     assert text.count("and no error") == n
+    assert "not measured" not in text
     assert png_count(nb) >= 2
+
+
+def _assert_step_bytes(executed: list[dict], dp: int) -> None:
+    """Each call: the ring model 2(g − 1)/g · S, and measured = model + gloo's headers; a
+    group of one rank writes exactly 0 B. At dp ≥ 2 the gradient sync's headers weigh
+    as much as its data or more."""
+    from helpers.wire import agrees
+
+    for call in executed:
+        g = len(call["group"])
+        assert call["model"] == pytest.approx(2 * (g - 1) / g * call["size"]), call
+        if g == 1:
+            assert call["measured"] == 0, call
+        else:
+            assert call["measured"] > call["model"], call
+            assert agrees(call["measured"], call["model"], 1, g), call
+    sync = [c for c in executed if c["phase"] == "gradient sync"]
+    if dp >= 2:
+        model = sum(c["model"] for c in sync)
+        assert sum(c["measured"] for c in sync) - model >= model, sync

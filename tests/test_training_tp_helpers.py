@@ -1,5 +1,5 @@
-"""helpers.training.tensor_parallel, .pipeline and .two_d without engines (one process;
-collectives on a one-rank gloo group)."""
+"""helpers.training.tensor_parallel, .pipeline, .two_d and .measured without engines (one
+process; collectives on a one-rank gloo group)."""
 from __future__ import annotations
 
 import matplotlib
@@ -13,6 +13,7 @@ import torch.distributed as dist  # noqa: E402
 from helpers.training import pipeline as pp  # noqa: E402
 from helpers.training import tensor_parallel as tp  # noqa: E402
 from helpers.training import two_d  # noqa: E402
+from helpers.training.measured import NOT_MEASURED  # noqa: E402
 from helpers.training.toy import loss_fn, make_data, make_mlp  # noqa: E402
 
 
@@ -82,14 +83,53 @@ def test_count_per_layer_sees_each_layers_collectives(one_rank_group):
     X, Y = make_data()
     rows = tp.count_per_layer([("reduce", AllReduceForward()),
                                ("linear", torch.nn.Linear(8, 4).double())], X, Y)
-    assert [(layer, phase) for layer, phase, _ in rows] == [
+    assert [(row["layer"], row["phase"]) for row in rows] == [
         ("reduce", "forward"), ("linear", "forward"), ("linear", "backward"),
         ("reduce", "backward")]
-    assert rows[0][2]["all_reduce"]["calls"] == 1
-    assert rows[0][2]["all_reduce"]["size"] == X.numel() * 8
-    assert rows[1][2] == rows[2][2] == rows[3][2] == {}
+    reduce = rows[0]["collectives"]["all_reduce"]
+    assert (reduce["calls"], reduce["size"]) == (1, X.numel() * 8)
+    # one rank: the ring model sends nothing, and gloo writes nothing
+    assert (reduce["model"], reduce["measured"], rows[0]["measured"]) == (0.0, 0, 0)
+    assert [row["collectives"] for row in rows[1:]] == [{}, {}, {}]
+    assert [row["measured"] for row in rows] == [0, 0, 0, 0]
     table = tp.bytes_table(rows)
-    assert "all_reduce" in table and table.splitlines()[-1].startswith("total")
+    assert "all_reduce" in table and "model: ring" in table and "measured: gloo" in table
+    assert table.splitlines()[-1].startswith("total")
+    assert all(tp.wire_report("t", [rows], 1))
+
+
+def _row(measured, model=300.0, calls=1, phase="forward"):
+    return {"layer": "l", "phase": phase, "calls": calls, "model": model, "measured": measured,
+            "collectives": {"all_reduce": {"calls": calls, "size": 200, "model": model,
+                                           "measured": measured}} if calls else {}}
+
+
+def test_wire_report_checks_measured_against_the_model():
+    from helpers.wire import header_bound
+
+    n = 4
+    fine = [_row(300 + 36 * 48), _row(0, 0.0, 0, "backward")]
+    assert tp.wire_report("t", [fine, fine], n).oks == [True, True]
+    for wrong in ([_row(299)], [_row(300 + header_bound(1, n, 300) + 1)],   # below, above
+                  [_row(48, 0.0, 0)]):                                     # a quiet row wrote
+        assert tp.wire_report("t", [wrong], n).oks == [False]
+    nccl = tp.wire_report("t", [[_row(None)]], n)
+    assert nccl.oks == [] and "not measured" in "\n".join(map(str, nccl.lines))
+    # a row's own group size wins over n: one rank must write exactly 0 B
+    assert tp.wire_report("t", [[{**_row(0, 0.0), "n": 1}]], n).oks == [True]
+    assert tp.wire_report("t", [[{**_row(48, 0.0), "n": 1}]], n).oks == [False]
+
+
+def test_torch_against_the_hand_built_model():
+    hand = [_row(2112, 1536.0), _row(3648, 3072.0, phase="backward")]
+    theirs = [{**_row(2112, 0.0, 0), "layer": "torch"},
+              {**_row(3648, 0.0, 0, "backward"), "layer": "torch"}]
+    rows = tp.against_hand_model(theirs, hand)
+    assert [(r["calls"], r["model"], r["measured"]) for r in rows] == [
+        (1, 1536.0, 2112), (1, 3072.0, 3648)]
+    assert tp.wire_report("t", [rows], 2).oks == [True]
+    table = tp.torch_vs_hand_table(hand, theirs)
+    assert "parallelize_module" in table and "3,648" in table and "3,072" in table
 
 
 def test_plot_shards_draws_one_column_per_rank():
@@ -161,6 +201,66 @@ def test_bubble_fraction_of_synthetic_timelines():
     assert pp.plot_bubbles(table, 4, "t").axes
 
 
+def test_measured_beside_model_lines():
+    from helpers.training.measured import measured_vs_model, p2p_check, per_rank_text
+
+    assert per_rank_text(["a", "a"]) == "(every rank)\na"
+    assert per_rank_text(["a", "b"]) == "rank 0:\na\nrank 1:\nb"
+    assert measured_vs_model(1536 + 576, 1536.0, 1, 2) == (
+        True, "measured 2,112 B, model 1,536 B (+576 B of headers, 27%)")
+    assert not measured_vs_model(1535, 1536.0, 1, 2)[0]          # below the model
+    assert measured_vs_model(0, 0.0, 4, 1)[0] and not measured_vs_model(48, 0.0, 4, 1)[0]
+    assert not measured_vs_model(48, 0.0, 0, 2)[0]               # no call: exactly 0 B
+    assert measured_vs_model(None, 1536.0, 1, 2) == (None, f"model 1,536 B; {NOT_MEASURED}")
+    assert p2p_check(1000 + 96 * 2 + 48 * 3, 1000.0, 2, 3)[0]
+    assert not p2p_check(1000 + 96 * 2 + 48 * 3 + 1, 1000.0, 2, 3)[0]
+
+
+def test_orders_in_flight_and_warmup_of_recorded_events():
+    events = [("forward", 0, 0.0, 1.0), ("recv", 1, 1.0, 1.5), ("forward", 1, 1.5, 2.0),
+              ("backward", 0, 2.0, 3.0), ("send+recv", None, 3.0, 3.2),
+              ("forward", 2, 3.2, 4.0), ("backward", 1, 4.0, 5.0), ("backward", 2, 5.0, 6.0)]
+    order = pp.compute_order(list(reversed(events)))         # sorted by start time
+    assert order == ["F0", "F1", "B0", "F2", "B1", "B2"]
+    assert pp.in_flight(order) == pp.warmup_forwards(order) == 2
+    assert pp.warmup_forwards(["F0", "F1"]) == 2
+
+
+def test_bubble_trend_names_the_best_m():
+    table = [{"schedule": s, "m": m, "measured": b} for s in ("GPipe", "1F1B")
+             for m, b in ((1, 0.75), (2, 0.6), (4, 0.5), (8, 0.55))]
+    assert pp.bubble_trend(table).splitlines() == [
+        f"{s}: 75% with one micro-batch, 50% at best with more (m = 4), 55% at m = 8"
+        for s in ("GPipe", "1F1B")]
+
+
+def test_traffic_table_and_exact_header_check():
+    def step(schedule, m, extra=0):
+        return {"schedule": schedule, "m": m, "sends": m, "recvs": m, "batched": 0,
+                "model": 1000.0, "measured": 1000 + 144 * m + extra}
+
+    good = [[step(s, m) for s in ("GPipe", "1F1B") for m in (1, 2)]] * 2
+    table = pp.traffic_table(good, "GPipe")
+    assert "m = 1" in table and "1,144" in table and "1,288" in table
+    assert pp.traffic_report(good).oks == [True, True]
+    off_by_one = [[step("GPipe", 1), step("GPipe", 2, extra=1)]]
+    assert pp.traffic_report(off_by_one).oks == [False]
+
+
+def test_record_schedule_times_torchs_chunks_and_restores(one_rank_group):
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, schedules
+
+    wait = schedules._wait_batch_p2p
+    stage = PipelineStage(torch.nn.Linear(4, 4), 0, 1, torch.device("cpu"))
+    schedule = Schedule1F1B(stage, n_microbatches=2, loss_fn=torch.nn.functional.mse_loss)
+    timeline = pp.Timeline()
+    timeline.start()
+    with pp.record_schedule(schedule, timeline):
+        schedule.step(torch.ones(4, 4), target=torch.zeros(4, 4))
+    assert pp.compute_order(timeline.events) == ["F0", "B0", "F1", "B1"]   # one stage: p − s = 1
+    assert "forward_one_chunk" not in vars(stage) and schedules._wait_batch_p2p is wait
+
+
 # ------------------------------------------------------------ two_d
 
 @pytest.mark.parametrize("n, shape", [(2, (1, 2)), (3, (1, 3)), (4, (2, 2)), (5, (1, 5)),
@@ -193,9 +293,30 @@ def test_record_collectives_notes_groups_and_restores(one_rank_group):
     with two_d.record_collectives() as calls:
         dist.all_reduce(torch.ones(3, dtype=torch.float64), group=group)
         dist.all_reduce(torch.ones(2))
-    assert calls == [{"name": "all_reduce", "group": [0], "size": 24},
-                     {"name": "all_reduce", "group": [0], "size": 8}]
+    assert calls == [{"name": "all_reduce", "group": [0], "size": 24, "model": 0.0,
+                      "measured": 0},
+                     {"name": "all_reduce", "group": [0], "size": 8, "model": 0.0,
+                      "measured": 0}]
     assert dist.all_reduce is before
+
+
+def test_step_bytes_rows_and_sync_lines():
+    executed = [{"phase": "forward", "name": "all_reduce", "group": [0, 1], "size": 768,
+                 "model": 768.0, "measured": 1344},
+                {"phase": "gradient sync", "name": "all_reduce", "group": [0, 2], "size": 256,
+                 "model": 256.0, "measured": 832},
+                {"phase": "gradient sync", "name": "all_reduce", "group": [0, 2], "size": 32,
+                 "model": 32.0, "measured": 608}]
+    rows = two_d.call_rows(executed)
+    assert [(r["layer"], r["n"], r["measured"]) for r in rows] == [
+        ("forward", 2, 1344), ("gradient sync", 2, 832), ("gradient sync", 2, 608)]
+    assert "gradient sync" in tp.bytes_table(rows, ("phase", "group"))
+    phases = two_d.phase_rows(executed)
+    assert [(r["layer"], r["calls"], r["model"], r["measured"]) for r in phases] == [
+        ("forward", 1, 768.0, 1344), ("gradient sync", 2, 288.0, 1440)]
+    assert tp.wire_report("t", [phases], 4).oks == [True]
+    lines = two_d.sync_lines([{"rank": 0, "executed": executed}])
+    assert "S 288 B in 2 all_reduce on 2 ranks" in lines and "1,440" in lines
 
 
 def test_plot_mesh_and_params():

@@ -2,13 +2,18 @@
 
 The taught code (the send/recv of activations and gradients, the GPipe and 1F1B
 schedules) lives in notebook 18's `%%px` cells; this module builds the stages, records
-and draws what the engines measured, and computes the bubble. Used by notebook 18.
+and draws what the engines measured (timelines, and torch's own schedule's; the bytes
+between stages, model and measured), and computes the bubble. Used by notebook 18.
 
     stages = make_stages(n_stages, width)        # the same weights for the same seed
     timeline = Timeline(); timeline.start()       # on an engine, right after a barrier
     with timeline.span("forward", microbatch=3):  # one bar of the timeline
         ...
     bubble_fraction(events_by_rank)               # 1 − compute time / step time, per rank
+    with record_schedule(schedule, timeline):     # torch's schedule, timed span by span
+        ...
+    compute_order(events)                         # ["F0", "F1", "B0", ...]
+    p2p_counts(log)                               # a step's sends, model and measured bytes
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from typing import Iterator, Sequence
 import torch
 from torch import nn
 
+from helpers.training.measured import bytes_text
 from helpers.training.toy import D_IN, D_OUT, DTYPE, loss_fn
 
 KINDS = ("forward", "backward", "send", "recv", "send+recv")
@@ -96,6 +102,107 @@ class Timeline:
             self.events.append((kind, microbatch, begin, time.perf_counter() - self._t0))
 
 
+@contextlib.contextmanager
+def record_schedule(schedule, timeline: Timeline) -> Iterator[None]:
+    """Record what a `torch.distributed.pipelining` schedule runs on this rank, as spans.
+
+    Each `forward_one_chunk` and `backward_one_chunk` of its stage becomes a "forward" or
+    "backward" span of that micro-batch, each wait for its batched transfers (the
+    module's `_wait_batch_p2p`) a "send+recv" span: the order torch really ran, timed.
+    """
+    from torch.distributed.pipelining import schedules
+
+    stage, wait = schedule._stage, schedules._wait_batch_p2p
+
+    def timed(kind: str, function):
+        def run(chunk, *args, **kwargs):
+            with timeline.span(kind, chunk):
+                return function(chunk, *args, **kwargs)
+        return run
+
+    def timed_wait(work):
+        if not work:
+            return wait(work)
+        with timeline.span("send+recv"):
+            return wait(work)
+
+    stage.forward_one_chunk = timed("forward", stage.forward_one_chunk)
+    stage.backward_one_chunk = timed("backward", stage.backward_one_chunk)
+    schedules._wait_batch_p2p = timed_wait
+    try:
+        yield
+    finally:
+        del stage.forward_one_chunk, stage.backward_one_chunk   # the class's methods again
+        schedules._wait_batch_p2p = wait
+
+
+def compute_order(events: Sequence) -> list[str]:
+    """The forwards and backwards of one rank's events, in the order they started: F0, B0…"""
+    spans = sorted((begin, kind, mb) for kind, mb, begin, _ in events if kind in COMPUTE)
+    return [f"{kind[0].upper()}{mb}" for _, kind, mb in spans]
+
+
+def in_flight(order: Sequence[str]) -> int:
+    """The most micro-batches forwarded and not yet backwarded, along an order."""
+    held = peak = 0
+    for step in order:
+        held += 1 if step.startswith("F") else -1
+        peak = max(peak, held)
+    return peak
+
+
+def warmup_forwards(order: Sequence[str]) -> int:
+    """How many forwards a rank ran before its first backward."""
+    return next((i for i, step in enumerate(order) if step.startswith("B")), len(order))
+
+
+def p2p_counts(log) -> dict:
+    """One step's point-to-point traffic from a `count_collectives` log: sends (send and
+    isend), receives, how many of them were batched (isend, irecv), the model's bytes
+    (S a send) and the measured bytes."""
+    by_name = log.by_name()
+    calls = {name: by_name.get(name, {}).get("calls", 0) for name in
+             ("send", "isend", "recv", "irecv")}
+    return {"sends": calls["send"] + calls["isend"], "recvs": calls["recv"] + calls["irecv"],
+            "batched": calls["isend"] + calls["irecv"], "model": log.model_bytes,
+            "measured": log.measured_bytes}
+
+
+def traffic_table(traffic_by_rank: Sequence[Sequence[dict]], schedule: str) -> str:
+    """One row per stage: the model's bytes for one step (S a send, whatever m), then the
+    bytes measured on gloo at every m (`p2p_counts` rows with "schedule" and "m")."""
+    ms = sorted({row["m"] for row in traffic_by_rank[0] if row["schedule"] == schedule})
+    lines = [f"{schedule}: bytes each stage sent in one step",
+             f"{'':<6}{'model: S a send':>16}   measured on gloo (B)",
+             f"{'stage':<6}{'(B)':>16}" + "".join(f"{f'm = {m}':>12}" for m in ms)]
+    for rank, rows in enumerate(traffic_by_rank):
+        mine = {row["m"]: row for row in rows if row["schedule"] == schedule}
+        models = {mine[m]["model"] for m in ms}
+        model = bytes_text(models.pop()) if len(models) == 1 else "varies with m"
+        lines.append(f"{rank:<6}{model:>16}"
+                     + "".join(f"{bytes_text(mine[m]['measured']):>12}" for m in ms))
+    return "\n".join(lines)
+
+
+def traffic_report(traffic_by_rank: Sequence[Sequence[dict]]):
+    """✓ per stage when every step wrote exactly its payload plus gloo's headers: 96 B a
+    send and 48 B a receive (`measured.p2p_check`)."""
+    from helpers.training.measured import NOT_MEASURED, p2p_check
+    from helpers.verdicts import Report
+
+    report = Report("each stage's measured bytes against the model, every schedule and m")
+    for rank, rows in enumerate(traffic_by_rank):
+        if any(row["measured"] is None for row in rows):
+            return report.note(NOT_MEASURED)
+        checks = [(row, *p2p_check(row["measured"], row["model"], row["sends"], row["recvs"]))
+                  for row in rows]
+        wrong = [check for check in checks if not check[1]]
+        row, _, text = (wrong or sorted(checks, key=lambda check: check[0]["sends"]))[-1]
+        report.add(rank, not wrong, f"{len(checks) - len(wrong)} of {len(rows)} steps exact; "
+                                    f"{row['schedule']}, m = {row['m']}: {text}")
+    return report
+
+
 def step_time(events_by_rank: Sequence[Sequence]) -> float:
     """From the common start to the last event of any rank."""
     return max(end for events in events_by_rank for _, _, _, end in events)
@@ -141,6 +248,19 @@ def plot_timelines(timelines: dict[str, Sequence[Sequence]], title: str):
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
+
+
+def bubble_trend(table: Sequence[dict]) -> str:
+    """Per schedule: the measured bubble with one micro-batch, the smallest with more
+    (and at which m), and the one at the largest m (rows of the notebook's table)."""
+    lines = []
+    for schedule in dict.fromkeys(row["schedule"] for row in table):
+        bubble = {row["m"]: row["measured"] for row in table if row["schedule"] == schedule}
+        best = min((m for m in bubble if m > 1), key=bubble.get)
+        lines.append(f"{schedule}: {bubble[1]:.0%} with one micro-batch, {bubble[best]:.0%} at "
+                     f"best with more (m = {best}), {bubble[max(bubble)]:.0%} at m = "
+                     f"{max(bubble)}")
+    return "\n".join(lines)
 
 
 def plot_bubbles(table: Sequence[dict], n_stages: int, title: str):

@@ -8,6 +8,8 @@ the notebooks' `%%px` cells; this module only prepares and checks. Used by noteb
     model = make_mlp(d_hidden=d_hidden)          # the toy MLP of helpers.training.toy
     W1, b1 = column_shard(model[0], rank, n)     # output features rank·k … (rank+1)·k
     W2 = row_shard(model[2], rank, n)            # input features rank·k … (rank+1)·k
+    rows = count_per_layer(layers, X, Y)         # per layer and phase: calls, model, measured
+    bytes_table(rows); wire_report(title, [rows of each rank], n)   # shown, then checked
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
+from helpers.training.measured import NOT_MEASURED, bytes_text, measured_vs_model
 from helpers.training.toy import loss_fn, make_data, make_mlp
 
 FEATURES_PER_RANK = 4
@@ -107,14 +110,22 @@ def shard_diffs(state: dict, ref: Reference, rank: int, n: int) -> dict[str, flo
     }
 
 
+def log_row(layer: str, phase: str, log) -> dict:
+    """One block of `count_collectives` as a row: its calls, the ring model's bytes and the
+    block's measured bytes (None on NCCL), for `bytes_table` and `wire_report`."""
+    return {"layer": layer, "phase": phase, "collectives": log.by_name(), "calls": log.calls,
+            "model": log.model_bytes, "measured": log.measured_bytes}
+
+
 def count_per_layer(layers: Sequence[tuple[str, nn.Module]], x: torch.Tensor,
-                    target: torch.Tensor) -> list[tuple[str, str, dict]]:
+                    target: torch.Tensor) -> list[dict]:
     """Forward then backward through `layers`, one layer at a time, counting the
-    collectives each layer calls in each direction.
+    collectives each layer calls in each direction and measuring what it sends.
 
     The graph is cut between layers (each gets a detached copy of its input) so that
     each layer's backward runs, and is counted, on its own; gradients still flow
-    because each cut is bridged by hand with `backward(grad)`.
+    because each cut is bridged by hand with `backward(grad)`. One row per layer and
+    phase (`log_row`).
     """
     from helpers.training.comm import count_collectives
 
@@ -126,7 +137,7 @@ def count_per_layer(layers: Sequence[tuple[str, nn.Module]], x: torch.Tensor,
         with count_collectives() as log:
             current = layer(current)
         outputs.append(current)
-        rows.append((name, "forward", log.by_name()))
+        rows.append(log_row(name, "forward", log))
     grad = None
     for (name, _), inp, out in reversed(list(zip(layers, inputs, outputs))):
         with count_collectives() as log:
@@ -134,24 +145,74 @@ def count_per_layer(layers: Sequence[tuple[str, nn.Module]], x: torch.Tensor,
                 loss_fn(out, target).backward()
             else:
                 out.backward(grad)
-        rows.append((name, "backward", log.by_name()))
+        rows.append(log_row(name, "backward", log))
         grad = inp.grad
     return rows
 
 
-def bytes_table(rows: Sequence[tuple[str, str, dict]]) -> str:
-    """Rows (layer, phase, CommLog.by_name()) as a text table of calls and bytes sent."""
-    lines = [f"{'layer':<18}{'phase':<10}{'collective':<12}{'calls':>6}{'S (bytes)':>11}"
-             f"{'sent/rank':>11}"]
-    total = 0.0
-    for layer, phase, by_name in rows:
-        if not by_name:
-            lines.append(f"{layer:<18}{phase:<10}{'—':<12}{0:>6}{0:>11}{0:>11}")
-        for name, row in by_name.items():
-            lines.append(f"{layer:<18}{phase:<10}{name:<12}{int(row['calls']):>6}"
-                         f"{int(row['size']):>11}{row['sent']:>11.0f}")
-            total += row["sent"]
-    lines.append(f"{'total':<40}{'':>17}{total:>11.0f}")
+def bytes_table(rows: Sequence[dict], columns: tuple[str, str] = ("layer", "phase")) -> str:
+    """Rows of `count_per_layer` as a text table: calls, S, the model's and the measured bytes.
+
+    "model": what the rank sends when each call runs as NCCL runs it (a ring);
+    "measured": what its process wrote on gloo (not measured on NCCL). `columns` names
+    the rows' "layer" and "phase".
+    """
+    lines = [f"{columns[0]:<17}{columns[1]:<10}{'collective':<12}{'calls':>6}{'S (B)':>8}"
+             f"{'model: ring (B)':>17}{'measured: gloo (B)':>20}"]
+    model = measured = 0.0
+    for row in rows:
+        names = row["collectives"] or {"—": {"calls": 0, "size": 0, "model": 0.0,
+                                             "measured": row["measured"]}}
+        for name, c in names.items():
+            lines.append(f"{row['layer']:<17}{row['phase']:<10}{name:<12}{c['calls']:>6}"
+                         f"{c['size']:>8}{bytes_text(c['model']):>17}"
+                         f"{bytes_text(c['measured']):>20}")
+        model += row["model"]
+        measured = None if None in (measured, row["measured"]) else measured + row["measured"]
+    lines.append(f"{'total':<53}{bytes_text(model):>17}{bytes_text(measured):>20}")
+    return "\n".join(lines)
+
+
+def wire_report(title: str, rows_by_rank: Sequence[Sequence[dict]], n: int):
+    """✓ per rank when every row (a layer and phase, `log_row`) wrote what the model says
+    plus gloo's headers (`helpers.wire.agrees`), and a row without a call wrote 0 B.
+
+    n: the group's size, unless a row says its own ("n").
+    """
+    from helpers.verdicts import Report
+
+    report = Report(title)
+    for rank, rows in enumerate(rows_by_rank):
+        if any(row["measured"] is None for row in rows):
+            return report.note(NOT_MEASURED)
+        verdicts = [(row, *measured_vs_model(row["measured"], row["model"], row["calls"],
+                                             row.get("n", n))) for row in rows]
+        quiet = [row["measured"] for row in rows if not row["calls"]]
+        text = "; ".join(f"{row['layer']} {row['phase']}".strip() + f": {said}"
+                         for row, _, said in verdicts if row["calls"])
+        if quiet:
+            text += f"; {len(quiet)} without a call wrote " + (
+                "0 B" if set(quiet) == {0} else ", ".join(f"{q:,} B" for q in quiet))
+        report.add(rank, all(ok for _, ok, _ in verdicts), text)
+    return report
+
+
+def against_hand_model(theirs: Sequence[dict], hand: Sequence[dict]) -> list[dict]:
+    """torch's rows with the hand-built rows' calls and model: what `wire_report` checks
+    torch's measured bytes against (its own calls are invisible to the counter)."""
+    return [{**t, "calls": h["calls"], "model": h["model"]} for t, h in zip(theirs, hand)]
+
+
+def torch_vs_hand_table(hand: Sequence[dict], theirs: Sequence[dict]) -> str:
+    """Per phase (`log_row`s): the hand-built MLP's counted calls, model and measured bytes
+    beside torch's parallelize_module, whose functional collectives no counter sees."""
+    lines = [f"{'':<10}{'by hand:':<9}{'calls':>6}{'model: ring (B)':>17}{'measured (B)':>14}"
+             f"   {'parallelize_module:':<20}{'calls seen':>11}{'measured (B)':>14}",
+             f"{'':<66}{'(outside the counted calls)':>44}"]
+    for h, t in zip(hand, theirs):
+        lines.append(f"{h['phase']:<10}{'':<9}{h['calls']:>6}{bytes_text(h['model']):>17}"
+                     f"{bytes_text(h['measured']):>14}   {'':<20}{t['calls']:>11}"
+                     f"{bytes_text(t['measured']):>14}")
     return "\n".join(lines)
 
 

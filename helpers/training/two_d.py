@@ -6,8 +6,9 @@ Used by notebook 19.
 
     dp, tp = mesh_shape(world_size)          # 4 → (2, 2); a prime n → (1, n)
     plan = planned_step(dp, tp, batch=48)    # which collective, on which group, when
-    with record_collectives() as calls:      # on an engine: each call with its group
-        ...
+    with record_collectives() as calls:      # on an engine: each call with its group,
+        ...                                  # S, and its bytes (model and measured)
+    phase_rows(executed)                     # per phase, for tensor_parallel.wire_report
 """
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def planned_step(rank: int, dp: int, tp: int, batch: int, itemsize: int = 8) -> 
 
 @contextlib.contextmanager
 def record_collectives() -> Iterator[list[dict]]:
-    """Each `dist.<collective>` call in the block: name, the group's ranks, S in bytes."""
+    """Each `dist.<collective>` call in the block: name, the group's ranks, S in bytes, and
+    the bytes this rank sent: "model" (a ring, as NCCL runs it) and "measured" (gloo)."""
     calls: list[dict] = []
     with count_collectives() as log:
         counted = {name: getattr(dist, name) for name in RECORDED if hasattr(dist, name)}
@@ -95,7 +97,9 @@ def record_collectives() -> Iterator[list[dict]]:
                 ranks = (dist.get_process_group_ranks(group) if group is not None
                          else list(range(dist.get_world_size())))
                 result = counted_fn(*args, **kwargs)
-                calls.append({"name": name, "group": ranks, "size": log.entries[-1].size})
+                call = log.entries[-1]
+                calls.append({"name": name, "group": ranks, "size": call.size,
+                              "model": call.model, "measured": call.measured})
                 return result
             return recorded
 
@@ -106,6 +110,48 @@ def record_collectives() -> Iterator[list[dict]]:
         finally:
             for name, fn in counted.items():
                 setattr(dist, name, fn)
+
+
+def _ranks(n: int) -> str:
+    return f"{n} rank" + ("s" if n > 1 else "")
+
+
+def call_rows(executed: list[dict]) -> list[dict]:
+    """Each executed call ({"phase", "name", "group", "size", "model", "measured"}) as a
+    row of `tensor_parallel.bytes_table`."""
+    return [{"layer": c["phase"], "phase": _ranks(len(c["group"])), "calls": 1,
+             "n": len(c["group"]), "model": c["model"], "measured": c["measured"],
+             "collectives": {c["name"]: {"calls": 1, "size": c["size"], "model": c["model"],
+                                         "measured": c["measured"]}}} for c in executed]
+
+
+def phase_rows(executed: list[dict]) -> list[dict]:
+    """The executed calls summed per phase, for `tensor_parallel.wire_report`: calls, the
+    group's size, model and measured bytes (measured None if any call's is)."""
+    rows: dict[str, dict] = {}
+    for c in executed:
+        row = rows.setdefault(c["phase"], {"layer": c["phase"], "phase": "", "calls": 0,
+                                           "n": len(c["group"]), "model": 0.0, "measured": 0})
+        row["calls"] += 1
+        row["model"] += c["model"]
+        row["measured"] = (None if None in (row["measured"], c["measured"])
+                           else row["measured"] + c["measured"])
+    return list(rows.values())
+
+
+def sync_lines(states: list[dict]) -> str:
+    """Per rank: the gradient sync's S, and the bytes it sent, model and measured."""
+    from helpers.training.measured import bytes_text
+
+    lines = []
+    for state in states:
+        sync = [c for c in state["executed"] if c["phase"] == "gradient sync"]
+        measured = [c["measured"] for c in sync]
+        lines.append(f"rank {state['rank']}: S {sum(c['size'] for c in sync):,} B in "
+                     f"{len(sync)} all_reduce on {_ranks(len(sync[0]['group']))}; sent: model "
+                     f"(ring) {bytes_text(sum(c['model'] for c in sync))} B, measured (gloo) "
+                     f"{bytes_text(None if None in measured else sum(measured))} B")
+    return "\n".join(lines)
 
 
 def format_plan(plan: list[dict]) -> str:
