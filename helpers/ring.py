@@ -325,7 +325,7 @@ def report_wire(pulled: list[dict]) -> Report:
     same (equal results), bytes (S). ✓ when both write 2(n−1)/n·S plus gloo's headers,
     ours mostly to rank r + 1 and the library's to rank r − 1.
     """
-    from helpers.bench.traffic import model_sent
+    from helpers.bench.nccl_tests import model_sent
     from helpers.wire import agrees, peer_matrix
 
     n = len(pulled)

@@ -313,7 +313,12 @@ def _(outcomes, n):
 
 
 
-@case("all-reduce-shape-mismatch", sizes=(2, 3, 4), alone=True, timeout_s=3.0)
+# The group's timeout is long enough that a rank slow to start on a loaded machine (CI runs
+# notebooks beside) cannot time out its peer first: 1 run in 15 did with 3 s under load.
+MISMATCH_TIMEOUT_S = 8.0
+
+
+@case("all-reduce-shape-mismatch", sizes=(2, 3, 4), alone=True, timeout_s=MISMATCH_TIMEOUT_S)
 def all_reduce_shapes_differ(rank, world_size):
     tensor = torch.ones(5 if rank == 1 else 4)
     dist.all_reduce(tensor)
@@ -321,14 +326,21 @@ def all_reduce_shapes_differ(rank, world_size):
 
 
 def _one_killed_others_fail_fast(outcomes: list[RankOutcome]) -> None:
+    """gloo aborts a rank; every other rank raises (never a result): at once on the closed
+    connection in most runs, at the timeout in some (measured: about 1 run in 15 with two
+    busy processes beside, 3 s or 8 s timeout alike)."""
     killed = [o for o in outcomes if o.killed]
     assert killed, [o.summary() for o in outcomes]
     for o in killed:
         _killed_by_gloo(o)
     for o in outcomes:
-        if not o.killed and o.error is not None:   # no timeout: they fail at once
-            assert o.seconds < 3, o.summary()
-        assert o.error is None or "Timed out" not in o.error, o.summary()
+        if o.killed:
+            continue
+        assert o.error is not None, o.summary()
+        if "Timed out" in o.error:
+            assert o.seconds >= MISMATCH_TIMEOUT_S - 0.5, o.summary()
+        else:                                      # the closed connection, before the timeout
+            assert o.seconds < MISMATCH_TIMEOUT_S - 2, o.summary()
 
 
 @expect("all-reduce-shape-mismatch")
@@ -344,7 +356,7 @@ def _(outcomes, n):
     assert any(o.error and "Timed out" in o.error for o in outcomes)
 
 
-@case("all-reduce-dtype-mismatch", sizes=(2, 3, 4), alone=True, timeout_s=3.0)
+@case("all-reduce-dtype-mismatch", sizes=(2, 3, 4), alone=True, timeout_s=MISMATCH_TIMEOUT_S)
 def all_reduce_dtypes_differ(rank, world_size):
     tensor = torch.ones(4, dtype=torch.float64 if rank == 1 else torch.float32)
     dist.all_reduce(tensor)

@@ -8,7 +8,8 @@ for the collective changes. Registered in claim_cases.CASES (tests/test_claims.p
 from __future__ import annotations
 
 from claim_cases import _returned, case, expect
-from helpers.bench.traffic import model_sent, traffic_row, tree_children
+from helpers.bench.nccl_tests import model_sent
+from helpers.bench.traffic import traffic_row, tree_children
 from helpers.wire import HEADER_BYTES, agrees, header_bound
 
 SIZES = (64 * 1024, 1024 * 1024)

@@ -3,7 +3,8 @@
 CLAIMS lists every such sentence: its notebook and cell, a quote that must still be in
 that cell (so ledger and notebooks cannot drift apart), and its evidence:
 
-- ``gloo``: a case of tests/claim_cases.py (notebooks 14-19: claim_cases_training.py),
+- ``gloo``: a case of tests/claim_cases.py (notebook 14: claim_cases_groups.py, 15-16:
+  claim_cases_data_parallel.py, 17-19: claim_cases_training.py),
   run for real on disposable gloo processes (helpers.disposable) at the world sizes
   given, with an expectation that fails when the behaviour changes; the test id names
   the claim
@@ -27,7 +28,10 @@ import nbformat
 import pytest
 
 from claim_cases import CASES, _returned
-import claim_cases_training  # noqa: F401  (registers the cases of notebooks 14-19)
+import claim_cases_data_parallel  # noqa: F401  (registers the cases of notebooks 15-16)
+import claim_cases_groups  # noqa: F401  (registers the cases of notebook 14)
+import claim_cases_training  # noqa: F401  (registers the cases of notebooks 17-19)
+import claim_cases_wire  # noqa: F401  (registers the bytes-on-the-wire cases of 10 and 11)
 from helpers.disposable import RankOutcome, case_source, run_disposable
 from tools.nccl_claims import CHECKLIST
 
@@ -110,6 +114,9 @@ CLAIMS: tuple[Claim, ...] = (
          "bitwise-int-and-bool-only"),
     gloo("05-shape-mismatch-kills-at-2", "05_all_reduce", "c16b",
          "at 2 ranks, gloo **kills\none process**", "all-reduce-shape-mismatch"),
+    gloo("05-shape-mismatch-peer-fails", "05_all_reduce", "c16b",
+         "its peer\nfails on the closed connection, at once in most runs and only at the timeout "
+         "in some", "all-reduce-shape-mismatch"),
     gloo("05-shape-mismatch-wrong-sums-at-3", "05_all_reduce", "c16b",
          "at 3 ranks, some ranks **return wrong sums**", "all-reduce-shape-mismatch"),
     # 06 all_gather
@@ -199,6 +206,17 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("10-ring-batched-no-deadlock", "10_ring_all_reduce", "c08",
           "nobody waits for anybody: no deadlock", "test",
           "tests/test_notebooks_p2p_ring.py::test_ring_all_reduce_notebook"),
+    Claim("10-ring-measured-as-the-model", "10_ring_all_reduce", "c32a",
+          "On gloo both should\nwrite 2(*n* − 1)/*n* · S plus gloo's headers", "test",
+          "tests/test_notebooks_p2p_ring.py::test_ring_all_reduce_notebook"),
+    Claim("10-nccl-bytes-no-socket", "10_ring_all_reduce", "c32a",
+          "on NCCL\nthe bytes pass through no socket", "gpu-check", "nccl-bytes-not-on-sockets"),
+    gloo("10-gloo-all-reduce-to-the-left", "10_ring_all_reduce", "c32d",
+         "gloo's `all_reduce` to rank\n*r* − 1", "11-all-reduce-ring-at-every-size"),
+    Claim("10-gloo-headers-per-transfer", "10_ring_all_reduce", "c32d",
+          "every gloo message has a 48-byte header, and a transfer costs its\nsender two and "
+          "its receiver one", "test",
+          "tests/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
     # 11 bandwidth
     Claim("11-nccl-tests-w1-default", "11_bandwidth", "c01",
           "nccl-tests' own default is `-w 1`", "source",
@@ -218,6 +236,47 @@ CLAIMS: tuple[Claim, ...] = (
           "with it that wait polls the host until the\ncall is done", "source",
           "torch ProcessGroupNCCL WorkNCCL::synchronize (blocking wait loop); "
           "make gpu-check prints both timings"),
+    # 11 bandwidth: bytes on the wire
+    Claim("11-quiet-rank-reads-zero", "11_bandwidth", "w00",
+          "A rank that only waits (and prints) must read 0 B", "test",
+          "tests/test_wire.py::test_a_quiet_rank_writes_nothing"),
+    Claim("11-gloo-send-headers", "11_bandwidth", "w03",
+          "So the sender writes S + 96 B and the receiver 48 B, whatever S is", "test",
+          "tests/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    Claim("11-nccl-bytes-pass-no-socket", "11_bandwidth", "w00",
+          "With NCCL the bytes\ntravel over NVLink or PCIe without passing through a socket",
+          "gpu-check", "nccl-bytes-not-on-sockets"),
+    gloo("11-all-reduce-one-neighbour", "11_bandwidth", "w06",
+         "all of it to one neighbour, rank\n  *r* − 1: a ring", "11-all-reduce-ring-at-every-size"),
+    gloo("11-all-reduce-ring-every-size", "11_bandwidth", "w06",
+         "so it is the\n  ring at every size", "11-all-reduce-ring-at-every-size"),
+    gloo("11-ring-and-direct-as-the-model", "11_bandwidth", "w06",
+         "all as\n  the model says, plus headers", "11-ring-and-direct-collectives-agree"),
+    gloo("11-reduce-scatter-is-an-all-reduce", "11_bandwidth", "w06",
+         "**reduce_scatter writes what an all_reduce writes**",
+         "11-reduce-scatter-writes-an-all-reduce"),
+    Claim("11-nccl-ring-reduce-scatter", "11_bandwidth", "w06",
+          "NCCL runs a real ring reduce-scatter", "source",
+          "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
+          "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+    gloo("11-broadcast-binomial-tree", "11_bandwidth", "w06", "**broadcast is a tree**"),
+    Claim("11-nccl-ring-broadcast", "11_bandwidth", "w06",
+          "NCCL's ring broadcast has every rank but the last forward S", "source",
+          "NVIDIA/nccl src/device/broadcast.h runRing: root send, nextRank == root recv only, "
+          "the others recvCopySend"),
+    gloo("11-reduce-root-writes", "11_bandwidth", "w06",
+         "the root writes too, where the model's root writes nothing", "11-reduce-root-writes-too"),
+    gloo("11-small-messages-mostly-headers", "11_bandwidth", "w06",
+         "all_reduce of 256 B writes several times 256 B", "11-small-all-reduce-mostly-headers"),
+    gloo("11-what-gloo-runs", "11_bandwidth", "ab00",
+         "all_reduce and all_gather are rings, reduce_scatter is an all_reduce underneath",
+         "11-reduce-scatter-writes-an-all-reduce"),
+    gloo("11-no-shared-memory-path", "11_bandwidth", "ab00",
+         "the measurement shows that torch 2.13 does not take it here",
+         "11-all-reduce-ring-at-every-size"),
+    gloo("11-remember-reduce-scatter-twice", "11_bandwidth", "c24",
+         "reduce_scatter sends twice as much (an all_reduce underneath)",
+         "11-reduce-scatter-writes-an-all-reduce"),
     # 12 backend support
     gloo("12-refusals-on-every-rank", "12_backend_support", "c06",
          "every rank raises the same error and none is left waiting",
@@ -231,6 +290,9 @@ CLAIMS: tuple[Claim, ...] = (
          "That is the DETAIL check: before the real all_reduce"),
     gloo("13-no-checks-shape-kills-at-2", "13_debugging", "c08",
          "at 2 ranks gloo **kills one process**", "all-reduce-shape-mismatch"),
+    gloo("13-no-checks-peer-fails", "13_debugging", "c08",
+         "its peer fails on the closed connection, at once in most\nruns and only at the timeout "
+         "in some", "all-reduce-shape-mismatch"),
     gloo("13-no-checks-shape-wrong-sums-at-3-4", "13_debugging", "c08",
          "at 3 or 4 ranks, some ranks **return wrong sums** without any error while the others\n"
          "wait until the timeout", "all-reduce-shape-mismatch"),
@@ -261,19 +323,30 @@ CLAIMS: tuple[Claim, ...] = (
           "gpu-check", "more-ranks-than-gpus"),
     # 14 groups and meshes
     gloo("14-new-group-every-rank", "14_groups_and_meshes", "c06",
-         "`new_group` is called by **every** rank, in the same order:\nranks outside the group "
-         "get a placeholder back, and `dist.get_rank(group)` answers −1 on\nthem"),
+         "By default `new_group` is called by **every** rank, in the same order: ranks "
+         "outside the group get a placeholder back, and `dist.get_rank(group)` answers −1 "
+         "on them"),
     gloo("14-group-rank-renumbered", "14_groups_and_meshes", "c06",
          "Inside the group, ranks are numbered again from 0: the **group rank**",
          "14-new-group-every-rank"),
+    gloo("14-local-synchronization-skip", "14_groups_and_meshes", "c06",
+         "use_local_synchronization=True)` only the members wait for each other: a "
+         "non-member may skip the call, and one that makes it gets `None` back at once",
+         "14-new-group-local-synchronization"),
+    gloo("14-local-synchronization-names", "14_groups_and_meshes", "c06",
+         "a later such group, of ranks that did and did not join an earlier one, gets a "
+         "different name on each side and cannot form", "14-new-group-local-synchronization"),
+    gloo("14-local-synchronization-remember", "14_groups_and_meshes", "c33",
+         "`new_group(ranks, use_local_synchronization=True)` waits only for the members: "
+         "non-members may skip that call", "14-new-group-local-synchronization"),
     gloo("14-new-group-waits-only-for-members", "14_groups_and_meshes", "c25",
          "on gloo, creating a group waits only for\nits members"),
     Claim("14-skipper-out-of-step-times-out", "14_groups_and_meshes", "c27",
           "The ranks that made the call fail after the 3-second timeout", "test",
           "tests/test_notebooks_training_dp.py::test_groups_and_meshes_notebook"),
-    Claim("14-skipper-gloo-connect-timeout", "14_groups_and_meshes", "c27",
-          "its\nconnection set-up may fail after gloo's own connect timeout", "test",
-          "tests/test_notebooks_training_dp.py::test_groups_and_meshes_notebook"),
+    gloo("14-skipper-gloo-connect-timeout", "14_groups_and_meshes", "c27",
+         "its `all_reduce` may time out after 3 s, or its connection set-up may fail with "
+         "gloo's `Connect timeout`, which is not the group's timeout but 5 times it"),
     Claim("14-missed-call-recovers", "14_groups_and_meshes", "c27",
           "Outside that group it returns at once, the counts agree again, and a new group works",
           "test", "tests/test_notebooks_training_dp.py::test_groups_and_meshes_notebook"),
@@ -290,10 +363,55 @@ CLAIMS: tuple[Claim, ...] = (
     gloo("14-mesh-groups-rows-columns", "14_groups_and_meshes", "c12",
          "`mesh[\"tp\"]` is this rank's row, `mesh[\"dp\"]` its column",
          "14-device-mesh-row-major"),
+    Claim("14-hierarchical-more-than-flat", "14_groups_and_meshes", "c24b",
+          "**On gloo the hierarchical all_reduce writes more than the flat one**", "test",
+          "tests/test_notebooks_training_dp.py::test_groups_and_meshes_notebook"),
+    gloo("14-reduce-scatter-costs-all-reduce", "14_groups_and_meshes", "c24b",
+         "gloo's `reduce_scatter` all-reduces the whole input in the row and keeps this "
+         "rank's chunk, so it writes what an all_reduce of the row's S writes",
+         "11-reduce-scatter-writes-an-all-reduce"),
+    gloo("14-phases-agree-with-the-model", "14_groups_and_meshes", "c24b",
+         "Phases 2 and 3 and the flat all_reduce agree with the model, plus gloo's 48-byte "
+         "message headers", "11-ring-and-direct-collectives-agree"),
+    Claim("14-nccl-ring-reduce-scatter", "14_groups_and_meshes", "c24b",
+          "NCCL runs a ring reduce_scatter, (c−1)/c·S per rank", "source",
+          "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
+          "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+    Claim("14-only-phase-2-crosses-rows", "14_groups_and_meshes", "c33",
+          "of which only phase 2's 2(r−1)/r·S/c cross between rows", "test",
+          "tests/test_notebooks_training_dp.py::test_groups_and_meshes_notebook"),
+    Claim("14-gloo-sends-more-remember", "14_groups_and_meshes", "c33",
+          "measured on gloo, whose reduce_scatter costs an all_reduce, it sends more than the "
+          "flat all_reduce", "test",
+          "tests/test_notebooks_training_dp.py::test_groups_and_meshes_notebook"),
     # 15 data parallel
     gloo("15-ddp-buckets-default", "15_data_parallel", "c26",
          "buckets of 25 MiB by default,\nthe first of 1 MiB. In the first step every gradient "
-         "goes into one bucket", "15-ddp-buckets"),
+         "goes into one bucket"),
+    gloo("15-ddp-buckets-ready-order", "15_data_parallel", "c26",
+         "from then on the buckets follow the order in which the gradients became ready",
+         "15-ddp-buckets-default"),
+    gloo("15-ddp-rebuild-agreement", "15_data_parallel", "c26",
+         "at the second step's forward the ranks agree on the rebuilt buckets",
+         "15-ddp-buckets-default"),
+    Claim("15-ddp-bytes-measured-not-counted", "15_data_parallel", "c26",
+          "DDP calls gloo from C++, so `count_collectives` counts none of its calls, but its "
+          "bytes pass through the same sockets", "test",
+          "tests/test_notebooks_training_dp.py::test_data_parallel_notebook"),
+    gloo("15-all-reduce-headers-per-call", "15_data_parallel", "c13",
+         "an `all_reduce` call of 64 bytes up to 2n MiB writes\n12(n−1) of them per rank"),
+    Claim("15-toy-headers-large-share", "15_data_parallel", "c13",
+          "This model's gradients are tiny, so the headers are a large share of what travels",
+          "test", "tests/test_notebooks_training_dp.py::test_data_parallel_notebook"),
+    gloo("15-fewer-calls-fewer-bytes", "15_data_parallel", "c20",
+         "every call writes its own headers, so fewer, larger calls write fewer bytes",
+         "15-all-reduce-headers-per-call"),
+    Claim("15-ddp-one-call-fewer-headers", "15_data_parallel", "c28a",
+          "one `all_reduce` per step instead of four, so on gloo fewer headers", "test",
+          "tests/test_notebooks_training_dp.py::test_data_parallel_notebook"),
+    Claim("15-ddp-second-step-more", "15_data_parallel", "c28a",
+          "Its second step writes a little more than the others", "test",
+          "tests/test_notebooks_training_dp.py::test_data_parallel_notebook"),
     gloo("15-async-returns-at-once", "15_data_parallel", "c25",
          "so the call\nreturns at once"),
     gloo("15-completes-when-every-rank-joined", "15_data_parallel", "c25",
@@ -315,20 +433,46 @@ CLAIMS: tuple[Claim, ...] = (
     gloo("16-fsdp2-dtensor-pieces", "16_zero_fsdp", "c24",
          "Its parameters become DTensors; `p.to_local()` is this rank's piece",
          "16-fsdp2-chunk-rows"),
-    gloo("16-fsdp2-unpadded-2-2-0", "16_zero_fsdp", "c33",
-         "at 3 ranks, the bias of 4 rows was held as 2, 2 and 0 rows", "16-fsdp2-chunk-rows"),
+    gloo("16-fsdp2-unpadded-piece", "16_zero_fsdp", "c33",
+         "FSDP2 does the same, and its `to_local()` shows the unpadded piece",
+         "16-fsdp2-chunk-rows"),
     gloo("16-ddp-reducer-copy", "16_zero_fsdp", "c08",
-         "another copy of the gradients unless `gradient_as_bucket_view=True`",
-         "15-ddp-buckets"),
+         "flat buffers as large as the gradients, a second copy beside the `.grad` tensors "
+         "unless `gradient_as_bucket_view=True` makes each `.grad` a view into them"),
+    gloo("16-reducer-buffers-unseen", "16_zero_fsdp", "c08",
+         "No parameter, gradient or optimizer state leads to those buffers",
+         "16-ddp-reducer-copy"),
     gloo("16-adam-step-counter", "16_zero_fsdp", "c18",
-         "a 4-byte `step` counter per\ntensor that torch's Adam keeps"),
+         "a 4-byte `step` counter per tensor that torch's Adam keeps"),
     gloo("16-adam-step-counter-no-rows", "16_zero_fsdp", "c36",
          "even for a tensor of which a rank has no rows", "16-adam-step-counter"),
     gloo("16-larger-message-aborts", "16_zero_fsdp", "c33",
-         "on gloo, a message larger than the receive buffer aborts the\nreceiving process",
+         "in an `all_gather` whose pieces differ from rank to rank, a rank that receives a "
+         "piece larger than it expects is aborted", "16-uneven-all-gather-aborts"),
+    gloo("16-larger-message-aborts-receiver", "16_zero_fsdp", "c33",
+         "a message larger than the receive buffer aborts the receiving process",
          "send-longer"),
     gloo("16-skipped-collective-waits", "16_zero_fsdp", "c28",
-         "The other ranks wait in that `reduce_scatter` for rank 1", "only-some-ranks-call"),
+         "The other ranks wait in that `reduce_scatter` for rank 1"),
+    gloo("16-reduce-scatter-costs-all-reduce", "16_zero_fsdp", "c12",
+         "gloo's sends as many as an all_reduce", "11-reduce-scatter-writes-an-all-reduce"),
+    gloo("16-gloo-reduce-scatter-all-reduce-bytes", "16_zero_fsdp", "c21",
+         "gloo's `reduce_scatter` all-reduces the whole input and keeps this rank's rows, so "
+         "it writes what an all_reduce of the same input writes",
+         "11-reduce-scatter-writes-an-all-reduce"),
+    Claim("16-gloo-stages-send-more", "16_zero_fsdp", "c21",
+          "stages 2 and 3 send more than the model says", "test",
+          "tests/test_notebooks_training_dp.py::test_zero_fsdp_notebook"),
+    Claim("16-headers-outweigh-data", "16_zero_fsdp", "c21",
+          "which for this toy model's small tensors weigh more than the data", "test",
+          "tests/test_notebooks_training_dp.py::test_zero_fsdp_notebook"),
+    Claim("16-nccl-ring-reduce-scatter", "16_zero_fsdp", "c21",
+          "NCCL runs a ring reduce_scatter", "source",
+          "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
+          "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+    Claim("16-gloo-both-send-more-remember", "16_zero_fsdp", "c39",
+          "Measured on gloo, whose reduce_scatter costs an all_reduce, both send more", "test",
+          "tests/test_notebooks_training_dp.py::test_zero_fsdp_notebook"),
     Claim("16-fsdp2-same-parameters", "16_zero_fsdp", "c39",
           "Each stage computes exactly DP's step (here to ~1e-16 in float64, and FSDP2 too)",
           "test", "tests/test_notebooks_training_dp.py::test_zero_fsdp_notebook"),
@@ -344,6 +488,27 @@ CLAIMS: tuple[Claim, ...] = (
           "tests/test_notebooks_training_tp.py::test_tensor_parallel_notebook"),
     gloo("17-f-backward-needs-input-grad", "17_tensor_parallel", "cell-19",
          "without it autograd never calls *f*'s backward", "17-function-backward-needs-grad"),
+    Claim("17-measured-is-model-plus-headers", "17_tensor_parallel", "cell-26",
+          "Measured and model differ by gloo's headers", "test",
+          "tests/test_notebooks_training_tp.py::test_tensor_parallel_notebook"),
+    Claim("17-gloo-header-per-message", "17_tensor_parallel", "cell-26",
+          "every message gloo sends starts with a\n48-byte header", "test",
+          "tests/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    Claim("17-no-collective-no-bytes", "17_tensor_parallel", "cell-26",
+          "A layer that\ncalls no collective writes nothing at all", "test",
+          "tests/test_notebooks_training_tp.py::test_tensor_parallel_notebook"),
+    Claim("17-functional-bytes-measured", "17_tensor_parallel", "cell-29",
+          "Their bytes are measured all the same", "test",
+          "tests/test_notebooks_training_tp.py::test_tensor_parallel_notebook"),
+    Claim("17-torch-writes-the-same-bytes", "17_tensor_parallel", "torch-bytes-note",
+          "torch's layers write what the hand-built model says, up to gloo's\nheaders", "test",
+          "tests/test_notebooks_training_tp.py::test_tensor_parallel_notebook"),
+    Claim("17-remember-same-bytes", "17_tensor_parallel", "cell-41",
+          "DTensor parameters and functional collectives, and writes the same bytes", "test",
+          "tests/test_notebooks_training_tp.py::test_tensor_parallel_notebook"),
+    Claim("17-remember-header-per-message", "17_tensor_parallel", "cell-41",
+          "gloo writes that plus a 48-byte header per\n  message", "test",
+          "tests/test_notebooks_training_tp.py::test_tensor_parallel_notebook"),
     # 18 pipeline parallel
     gloo("18-gloo-send-waits-for-recv", "18_pipeline_parallel", "cell-28",
          "on gloo a\n`send` waits for the matching `recv` (notebook 09): neither returns",
@@ -362,8 +527,35 @@ CLAIMS: tuple[Claim, ...] = (
     gloo("18-gpipe-scale-grads", "18_pipeline_parallel", "cell-25",
          "By default (`scale_grads=True`) it divides the gradients\nby *m*"),
     gloo("18-torch-runs-same-schedules", "18_pipeline_parallel", "cell-33",
-         "(`PipelineStage`, `ScheduleGPipe`, `Schedule1F1B`)\n  runs the same schedules for you",
-         "18-gpipe-scale-grads"),
+         "which computes in the same order as our 1F1B (at most *p* − *s* in flight on "
+         "stage *s*)",
+         "18-torch-schedule-order"),
+    gloo("18-torch-1f1b-warmup-then-1b1f", "18_pipeline_parallel", "torch-1f1b-note",
+         "stage *s* first runs min(*m*, *p* − *s*) forwards\n(its warm-up), then repeats *one "
+         "backward, then one forward*", "18-torch-schedule-order"),
+    gloo("18-torch-1f1b-refuses-m-below-p", "18_pipeline_parallel", "torch-1f1b-refuses",
+         "torch's refuses it\nwhen the schedule is built, on every rank, before anything is sent",
+         "18-torch-schedule-order"),
+    Claim("18-torch-1f1b-same-order-as-ours", "18_pipeline_parallel", "torch-1f1b-read",
+          "So the two compute in the same order on every stage", "test",
+          "tests/test_notebooks_training_tp.py::test_pipeline_parallel_notebook"),
+    Claim("18-more-microbatches-smaller-bubble", "18_pipeline_parallel", "cell-20",
+          "with\nseveral micro-batches the measured bubble gets below its value with one", "test",
+          "tests/test_notebooks_training_tp.py::test_pipeline_parallel_notebook"),
+    Claim("18-send-writes-s-plus-96", "18_pipeline_parallel", "bytes-read",
+          "a `send` of *S* bytes\nwrites *S* + 96 bytes on the sender and 48 on the receiver",
+          "test", "tests/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    Claim("18-batched-same-headers", "18_pipeline_parallel", "bytes-read",
+          "blocking or batched in `batch_isend_irecv` alike", "test",
+          "tests/test_notebooks_training_tp.py::test_pipeline_parallel_notebook"),
+    Claim("18-schedules-send-the-same-bytes", "18_pipeline_parallel", "bytes-read",
+          "The two schedules send\nthe same bytes", "test",
+          "tests/test_notebooks_training_tp.py::test_pipeline_parallel_notebook"),
+    Claim("18-remember-more-microbatches-more-headers", "18_pipeline_parallel", "cell-33",
+          "gloo adds a 48-byte header\n  per message, so more micro-batches write a little more",
+          "test", "tests/test_notebooks_training_tp.py::test_pipeline_parallel_notebook"),
+    gloo("18-remember-torch-refuses-m-below-p", "18_pipeline_parallel", "cell-33",
+         "then \"1B1F\" steps, and refuses\n  *m* < *p*", "18-torch-schedule-order"),
     Claim("18-torch-gpipe-same-loss", "18_pipeline_parallel", "cell-00",
           "`torch.distributed.pipelining.ScheduleGPipe` on the same stages gives the same loss",
           "test", "tests/test_notebooks_training_tp.py::test_pipeline_parallel_notebook"),
@@ -382,6 +574,31 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("19-wrong-group-silent", "19_two_d_parallel", "cell-20",
           "the shapes match (every\nrank's `W1` shard has the same shape), so nothing fails",
           "test", "tests/test_notebooks_training_tp.py::test_two_d_notebook"),
+    Claim("19-one-rank-group-sends-nothing", "19_two_d_parallel", "step-bytes-read",
+          "A data-parallel group of one rank (the\n1 × *n* meshes) sends nothing at all", "test",
+          "tests/test_notebooks_training_tp.py::test_two_d_notebook"),
+    Claim("19-headers-outweigh-small-shards", "19_two_d_parallel", "step-bytes-read",
+          "gloo's 48-byte headers, which the model leaves out, weigh as much as the data\nor more",
+          "test", "tests/test_notebooks_training_tp.py::test_two_d_notebook"),
+    gloo("19-remember-fewer-larger-calls", "19_two_d_parallel", "cell-26",
+         "Such small calls pay\n  gloo's headers more than their data: fewer, larger calls send "
+         "fewer bytes", "19-fewer-calls-fewer-bytes"),
+    gloo("19-one-flat-call-fewer-headers", "19_two_d_parallel", "step-bytes-read",
+         "the same all-reduced bytes in one flat tensor would pay for one call's\nheaders "
+         "instead of four", "19-fewer-calls-fewer-bytes"),
+    gloo("19-ddp-broadcasts-when-built", "19_two_d_parallel", "cell-25",
+         "`DistributedDataParallel` broadcasts rank 0's parameters when it is built"),
+    gloo("19-ddp-gathers-shapes-when-built", "19_two_d_parallel", "cell-25",
+         "gathers every rank's parameter shapes to check they agree", "19-map-torch-apis"),
+    gloo("19-parallelize-module-scatters", "19_two_d_parallel", "cell-25",
+         "`parallelize_module` scatters each sharded weight from rank 0", "19-map-torch-apis"),
+    gloo("19-parallelize-module-broadcasts", "19_two_d_parallel", "cell-25",
+         "`parallelize_module` broadcasts the replicated parameter", "19-map-torch-apis"),
+    gloo("19-fsdp2-reduce-scatter-as-all-reduce", "19_two_d_parallel", "cell-25",
+         "FSDP2's reduce_scatter, which gloo runs as an all_reduce", "19-map-torch-apis"),
+    Claim("19-map-rows-true", "19_two_d_parallel", "cell-25",
+          "| gather (02) | — | not used in 14–19 |", "test",
+          "tests/test_map_of_the_series.py::test_the_map_of_19_is_true_for_14_to_19"),
 )
 
 # ---------------------------------------------------------------- running them
@@ -513,7 +730,7 @@ def test_gpu_checklist_marks_what_needs_more_gpus():
     assert len(keys) == len(set(keys))
     by_key = {item.key: item for item in CHECKLIST}
     for key in ("one-rank-group", "cpu-tensor-refused", "bitwise-refused",
-                "premul-sum-accepted", "isend-to-self"):
+                "premul-sum-accepted", "isend-to-self", "nccl-bytes-not-on-sockets"):
         assert by_key[key].min_gpus == 1 and by_key[key].check is not None
     assert by_key["more-ranks-than-gpus"].min_gpus == 0
     assert by_key["reduce-non-dst-untouched"].min_gpus == 2

@@ -245,7 +245,7 @@ def plot_traffic(rows: Sequence[Row], size: int, title: str | None = None) -> Fi
     """Who wrote how much to whom, per collective at one size S: a grid of heat maps.
 
     Cell (i, j): bytes rank i wrote to rank j, in units of S (measured, helpers.wire);
-    beside each row its total and the ring model's (helpers.bench.traffic.model_sent).
+    beside each row its total and the ring model's (helpers.bench.nccl_tests.model_sent).
     """
     import matplotlib.pyplot as plt
 

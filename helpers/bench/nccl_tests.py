@@ -109,6 +109,41 @@ def plan(collective: str, size_bytes: int, world_size: int, dtype_size: int) -> 
     return Plan(collective, world_size, dtype_size, total * dtype_size, total, piece)
 
 
+# ------------------------------------------------------------------ the ring model, per rank
+
+ROOT_RANK = 0
+
+
+def model_sent(collective: str, size_bytes: float, n: int, rank: int,
+               root: int = ROOT_RANK) -> float:
+    """Bytes `rank` sends in one call of S = size_bytes on n ranks, in the ring model.
+
+    The model is NCCL's algorithms: rings for all_reduce, all_gather, reduce_scatter,
+    broadcast and reduce (NVIDIA/nccl src/device/*.h, `runRing`), point to point for
+    all_to_all, gather and scatter (torch's ProcessGroupNCCL issues ncclSend/ncclRecv).
+
+    all_reduce 2(n−1)/n·S; all_gather, reduce_scatter, all_to_all (n−1)/n·S; broadcast
+    S on every rank but the ring's last (root − 1); reduce S on every rank but the root;
+    gather S/n on every rank but the root; scatter (n−1)/n·S on the root only.
+    """
+    if collective == "send":
+        return float(size_bytes)
+    if collective == "recv" or n < 2:
+        return 0.0
+    check_benchmarked(collective)
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n * size_bytes
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n * size_bytes
+    if collective == "broadcast":
+        return 0.0 if rank == (root - 1) % n else float(size_bytes)
+    if collective == "reduce":
+        return 0.0 if rank == root else float(size_bytes)
+    if collective == "gather":
+        return 0.0 if rank == root else size_bytes / n
+    return (n - 1) / n * size_bytes if rank == root else 0.0      # scatter
+
+
 # ------------------------------------------------------------------ the table
 
 def _time_str(time_us: float) -> str:

@@ -3,11 +3,9 @@
     rows = cluster.apply(measure_traffic, "all_reduce", 65536)   # on every rank
     traffic_row(rows)          # in the notebook: per rank measured, model, who sent to whom
 
-`model_sent` is what one rank sends when the collective runs as NCCL runs it on a ring
-(all_reduce, all_gather, reduce_scatter, broadcast, reduce: NCCL's ring algorithms,
-src/device/*.h `runRing`), or point to point (all_to_all, gather, scatter: torch's
-ProcessGroupNCCL issues them as ncclSend/ncclRecv). `measure_traffic` counts what the
-rank's process really wrote (helpers.wire): on gloo, the backend in use without GPUs.
+The model is `helpers.bench.nccl_tests.model_sent`: what one rank sends when the
+collective runs as NCCL runs it. `measure_traffic` counts what the rank's process really
+wrote (helpers.wire): on gloo, the backend in use without GPUs.
 
 From a shell (rank 0 prints one table):
 
@@ -19,39 +17,12 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from helpers.collectives import check_benchmarked
+from helpers.bench.nccl_tests import ROOT_RANK, model_sent
 from helpers.verdicts import Report
 from helpers.wire import HEADER_BYTES, agrees, header_bound
 
-ROOT_RANK = 0
 # Collectives whose gloo algorithm moves what the model says (ring or point to point).
 RING_LIKE = ("all_reduce", "all_gather", "all_to_all", "gather", "scatter")
-
-
-def model_sent(collective: str, size_bytes: float, n: int, rank: int,
-               root: int = ROOT_RANK) -> float:
-    """Bytes `rank` sends in one call of S = size_bytes on n ranks, in the ring model.
-
-    all_reduce 2(n−1)/n·S; all_gather, reduce_scatter, all_to_all (n−1)/n·S; broadcast
-    S on every rank but the ring's last (root − 1); reduce S on every rank but the root;
-    gather S/n on every rank but the root; scatter (n−1)/n·S on the root only.
-    """
-    if collective == "send":
-        return float(size_bytes)
-    if collective == "recv" or n < 2:
-        return 0.0
-    check_benchmarked(collective)
-    if collective == "all_reduce":
-        return 2 * (n - 1) / n * size_bytes
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n * size_bytes
-    if collective == "broadcast":
-        return 0.0 if rank == (root - 1) % n else float(size_bytes)
-    if collective == "reduce":
-        return 0.0 if rank == root else float(size_bytes)
-    if collective == "gather":
-        return 0.0 if rank == root else size_bytes / n
-    return (n - 1) / n * size_bytes if rank == root else 0.0      # scatter
 
 
 # ---------------------------------------------------------------- on every rank
@@ -243,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if dist.get_rank() == 0:
             rows = traffic_rows(everyone)
             print(f"# bytes written per rank, world size {dist.get_world_size()}, gloo "
-                  f"(measured: helpers.wire; model: helpers.bench.traffic.model_sent)")
+                  f"(measured: helpers.wire; model: helpers.bench.nccl_tests.model_sent)")
             print(traffic_table(rows))
             if not all(row["steady"] for row in rows):
                 print("# note: some repeats differed", file=sys.stderr)

@@ -10,7 +10,7 @@
 Two figures for every call. **Measured**: what this rank's process really wrote to its
 connections to the other ranks while the call ran (`helpers.wire`, gloo only; None on
 NCCL, whose bytes pass through no socket). **Model**: what this rank sends when the call
-runs as NCCL runs it on a ring (`helpers.bench.traffic.model_sent`, S being nccl-tests'
+runs as NCCL runs it on a ring (`helpers.bench.nccl_tests.model_sent`, S being nccl-tests'
 size of the call): all_reduce 2(n−1)/n·S, all_gather and reduce_scatter (n−1)/n·S,
 send S. The two differ by gloo's headers (48 B a message, `helpers.wire.agrees`), and
 where gloo runs another algorithm (its reduce_scatter writes what an all_reduce writes).
@@ -22,6 +22,7 @@ Used by notebooks 14–19.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -30,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d
 
-from helpers.bench.traffic import model_sent
+from helpers.bench.nccl_tests import model_sent
 from helpers.wire import Wire, measurable
 
 
@@ -45,9 +46,14 @@ SIZE_ARGUMENT = {"all_gather": "tensor_list", "reduce_scatter": "input_list",
                  "all_to_all_single": "input"}
 
 
+@functools.lru_cache(maxsize=None)
+def _signature(function: Any) -> inspect.Signature:
+    return inspect.signature(function)
+
+
 def _arguments(function: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     """The call's arguments by parameter name, however the caller passed them."""
-    return inspect.signature(function).bind(*args, **kwargs).arguments
+    return _signature(function).bind(*args, **kwargs).arguments
 
 
 def _size(name: str, arguments: dict[str, Any]) -> int:
@@ -133,7 +139,7 @@ def _bytes_text(value: int | None) -> str:
 
 
 def _model(kind: str, size: int, group: Any, arguments: dict[str, Any]) -> float:
-    """This rank's bytes in the ring model (helpers.bench.traffic.model_sent)."""
+    """This rank's bytes in the ring model (helpers.bench.nccl_tests.model_sent)."""
     n = dist.get_world_size(group)
     root = arguments.get("src", arguments.get("dst"))
     if root is not None and group is not None:
