@@ -112,9 +112,9 @@ def _check_row(row: dict, rows: Sequence[dict] = ()) -> tuple[bool, str]:
     """
     c, size, n = row["collective"], row["bytes"], row["world_size"]
     measured, model, matrix = row["measured"], row["model"], row["matrix"]
-    worst = max(m - mo for m, mo in zip(measured, model))
     if c in RING_LIKE:
         ok = all(agrees(m, mo, 1, n) for m, mo in zip(measured, model))
+        worst = max(m - mo for m, mo in zip(measured, model))
         return ok, f"model + at most {worst:.0f} B of headers per rank"
     if c == "reduce_scatter":
         twin = next((r for r in rows if r["collective"] == "all_reduce"

@@ -101,11 +101,10 @@ class CommLog:
     @property
     def outside_calls(self) -> int | None:
         """Measured bytes not inside a counted synchronous call (torch's own, async)."""
-        inside = [c.measured for c in self.entries]
-        if self.measured_bytes is None or None in inside:
-            return None if self.measured_bytes is None else self.measured_bytes - sum(
-                m for m in inside if m is not None)
-        return self.measured_bytes - sum(inside)
+        if self.measured_bytes is None:
+            return None
+        return self.measured_bytes - sum(c.measured for c in self.entries
+                                         if c.measured is not None)
 
     def by_name(self) -> dict[str, dict[str, Any]]:
         """{name: {"calls", "size", "model", "measured"}}, summed; measured None if any is."""
@@ -138,9 +137,8 @@ def _bytes_text(value: int | None) -> str:
     return "not measured" if value is None else f"{value:.0f}"
 
 
-def _model(kind: str, size: int, group: Any, arguments: dict[str, Any]) -> float:
+def _model(kind: str, size: int, n: int, group: Any, arguments: dict[str, Any]) -> float:
     """This rank's bytes in the ring model (helpers.bench.nccl_tests.model_sent)."""
-    n = dist.get_world_size(group)
     root = arguments.get("src", arguments.get("dst"))
     if root is not None and group is not None:
         root = dist.get_group_rank(group, root)
@@ -148,12 +146,9 @@ def _model(kind: str, size: int, group: Any, arguments: dict[str, Any]) -> float
 
 
 @contextlib.contextmanager
-def count_collectives(log: CommLog | None = None) -> Iterator[CommLog]:
-    """Record every wrapped `dist.<name>(...)` call made inside the block, and measure it.
-
-    A log passed in keeps its entries and gets this block's measurement.
-    """
-    log = log if log is not None else CommLog()
+def count_collectives() -> Iterator[CommLog]:
+    """Record every wrapped `dist.<name>(...)` call made inside the block, and measure it."""
+    log = CommLog()
     wire = Wire()
     # Both homes of each function: `dist.x` for the caller, and distributed_c10d's own
     # global, which P2POp checks its op against (so batch_isend_irecv still works).
@@ -173,7 +168,7 @@ def count_collectives(log: CommLog | None = None) -> Iterator[CommLog]:
             timed = (measurable(group) and not arguments.get("async_op")
                      and name not in ("isend", "irecv"))
             before = wire.mark() if timed else 0
-            call = Call(name, size, n, _model(KINDS[name], size, group, arguments), None)
+            call = Call(name, size, n, _model(KINDS[name], size, n, group, arguments), None)
             log.entries.append(call)
             inside[0] = True
             try:
