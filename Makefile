@@ -95,7 +95,7 @@ gpu-check: $(INSTALLED)
 	$(PYTHON) -m tools.gpu_check
 
 images: $(INSTALLED)
-	$(PYTHON) -m helpers.drawings
+	$(PYTHON) -m helpers.figures.drawings
 
 bench: $(INSTALLED)
 	$(PYTHON) benchmarks/notebook_vs_torchrun.py

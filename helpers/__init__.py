@@ -11,12 +11,12 @@ from importlib import import_module
 
 _WHERE = {
     "ClusterConfigError": "helpers.runtime.config", "TutorialCluster": "helpers.runtime.cluster",
-    "start_cluster": "helpers.runtime.cluster", "load_diagram": "helpers.diagrams",
-    "show_diagram": "helpers.diagrams", "rank_table": "helpers.display",
-    "plot_barrier": "helpers.display", "check_prediction": "helpers.checks",
-    "report": "helpers.checks", "plot_record": "helpers.plots",
-    "make_record": "helpers.results", "record_from_states": "helpers.results",
-    "save_results": "helpers.results",
+    "start_cluster": "helpers.runtime.cluster", "load_diagram": "helpers.figures.diagrams",
+    "show_diagram": "helpers.figures.diagrams", "rank_table": "helpers.figures.display",
+    "plot_barrier": "helpers.figures.display", "check_prediction": "helpers.checks",
+    "report": "helpers.checks", "plot_record": "helpers.figures.plots",
+    "make_record": "helpers.records", "record_from_states": "helpers.records",
+    "save_results": "helpers.records",
 }
 __all__ = sorted(_WHERE)
 

@@ -1,6 +1,6 @@
 """Where the repository, the build folder and the saved results are.
 
-Used by helpers.results and helpers.drawings (notebooks 01-19 through them), and by
+Used by helpers.records and helpers.figures.drawings (notebooks 01-19 through them), and by
 tools/ and benchmarks/.
 """
 from __future__ import annotations

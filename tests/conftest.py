@@ -5,7 +5,7 @@ Notebook executions (tests marked `notebook`) run with the warm start
 the session, each with a fresh process group and an empty namespace. Their warm
 clusters live in a folder of their own (WARM_IPYTHONDIR), so tests about warm start,
 leftovers and lifecycle never see them; those tests, and any marked `cold`, start cold.
-Tests marked `alone` run while no other test does (tests/alone.py).
+Tests marked `alone` run while no other test does (tests/support/alone.py).
 NCCL_NOTEBOOKS_TESTS_COLD=1 runs every notebook cold (as before the warm default).
 """
 from __future__ import annotations
@@ -19,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from alone import RunLock, run_folder
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS / "support"))   # the suite's own modules: runner, browser, ...
+
+from alone import RunLock, run_folder  # noqa: E402
 
 _SANDBOX = Path(tempfile.mkdtemp(prefix="nccl-notebooks-tests-"))
 # Set at import time so every kernel and engine started by the tests inherits them.
@@ -105,7 +108,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Set-up, call and tear-down of each test under the run lock (see tests/alone.py)."""
+    """Set-up, call and tear-down of each test under the run lock (see tests/support/alone.py)."""
     alone = item.get_closest_marker("alone") is not None
     with RUN_LOCK.exclusive() if alone else RUN_LOCK.shared():
         yield

@@ -7,7 +7,7 @@ GPU node on NCCL, or two students' runs. The page (self-contained, no network) s
 - the busbw curves of both machines on the same axes (notebook 11's
   results/11_bandwidth.json: rows of helpers.bench.measurement.measure), with each
   collective's peak per machine in a table;
-- every record (helpers.results.make_record: {"collective", "world_size", "ranks": [...]})
+- every record (helpers.records.make_record: {"collective", "world_size", "ranks": [...]})
   whose per-rank values differ between the two, rank by rank;
 - the scalar figures of bench/*.json side by side.
 """

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.collectives import ALIASES
+from helpers.collectives.registry import ALIASES
 from helpers.paths import REPO_ROOT
 
 _DIAGRAM_CALL = re.compile(r"\b(?:load_diagram|show_diagram)\(\s*([^)\s,]*)")

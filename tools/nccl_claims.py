@@ -3,7 +3,7 @@
 Each item is a sentence of the series about NCCL (the notebook, the claim, the source it
 comes from) and a check. Checks that one GPU can run use a one-rank NCCL group in this
 process; the others need 2+ GPUs and run on a cluster of the notebooks' own kind, or
-are marked as needing them. tests/test_claims.py (the ledger) points at these keys.
+are marked as needing them. tests/claims/test_claims.py (the ledger) points at these keys.
 Used by tools/gpu_check.py; no notebook imports it.
 """
 from __future__ import annotations
@@ -146,7 +146,7 @@ def check_bytes_not_on_sockets(_n_gpus: int) -> str:
     import torch.distributed as dist
 
     from helpers.training.comm import count_collectives
-    from helpers.wire import counters, difference
+    from helpers.bench.wire import counters, difference
 
     with one_rank_nccl_group():
         tensor = torch.ones(16 * 1024 * 1024, device="cuda:0")
@@ -228,7 +228,7 @@ CHECKLIST: tuple[NcclClaim, ...] = (
               check_collective_on_its_own_stream),
     NcclClaim("nccl-bytes-not-on-sockets", "11", "NCCL's bytes pass through no socket of "
               "the process: the byte figures on NCCL are the model (measured: None)",
-              "helpers/wire.py (TCP_INFO of the process's connections); NVIDIA nvidia-smi "
+              "helpers/bench/wire.py (TCP_INFO of the process's connections); NVIDIA nvidia-smi "
               "docs, `nvidia-smi nvlink -gt d` (NVLink data counters)", 1,
               check_bytes_not_on_sockets),
     NcclClaim("more-ranks-than-gpus", "README", "NCCL with more ranks than GPUs is refused, "

@@ -6,7 +6,7 @@
 
 A shared cell is a markdown cell tagged `shared:<name>` (Jupyter cell tags); its text is
 tools/shared_cells/<name>.md with `{stem}` replaced by the notebook's file stem. Edit
-the template, never the copy: tests/test_shared_cells.py fails when a copy differs.
+the template, never the copy: tests/tools/test_shared_cells.py fails when a copy differs.
 
 `--adopt` is for a new notebook with the series' skeleton (a cell tagged `parameters`,
 a start cell `cluster = start_cluster(n_ranks, backend)`, `save_results(...)` then

@@ -1,7 +1,7 @@
 """The index cards' pictures (tools.build): what every rank ended with, not the whole figure.
 
 From the results a notebook saved (build/results/<stem>.json) when they say it:
-- a record (helpers.results.make_record): its per-rank panels, drawn without the diagram;
+- a record (helpers.records.make_record): its per-rank panels, drawn without the diagram;
 - notebook 11's sweep rows: the busbw curves;
 - notebook 13's diagnoses: "what happened, by rank" as a row of ranks;
 otherwise the notebook's first result plot, as it is shown in the page.
@@ -84,7 +84,7 @@ def thumbnail(stem: str, results_dir: Path) -> bytes | None:
         return _png(plot_busbw(data))
     record = _first_record(data)
     if record is not None:
-        from helpers.plots import plot_record
+        from helpers.figures.plots import plot_record
 
         return _png(plot_record(record))
     return None

@@ -1,7 +1,7 @@
 """Bandwidth measurement, as nccl-tests reports it (notebook 11, `make bench`).
 
 - `nccl_tests`: sizes, plans and the nccl-tests table (busbw factors live in
-  helpers.collectives);
+  helpers.collectives.registry);
 - `measurement`: one timed collective on every rank, and the `torchrun -m helpers.bench`
   command;
 - `sweep`: a sweep driven from the notebook; `figures`: its plots, tables and self-checks;

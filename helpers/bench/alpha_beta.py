@@ -332,7 +332,7 @@ def report_fit(rows: Sequence[Row], fits: Mapping[str, Fit], times: float = 3.0)
     as its stated error ε says? Each half of the sweep (alternate sizes) is fitted and
     predicts the other half (`holdout_misses`); ✓ when the median miss over the points ε
     describes (those the fit to every size kept) is within `times` × ε."""
-    from helpers.verdicts import Report
+    from helpers.checks import Report
 
     verdicts = Report()
     for collective, fit in fits.items():

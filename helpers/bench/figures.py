@@ -13,9 +13,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from helpers.bench.nccl_tests import nccl_tests_table
-from helpers.collectives import BENCHMARKED
-from helpers.verdicts import Report
-from helpers.wire import agrees
+from helpers.collectives.registry import BENCHMARKED
+from helpers.checks import Report
+from helpers.bench.wire import agrees
 
 Row = Mapping[str, Any]
 COLORS = dict(zip(BENCHMARKED, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -244,7 +244,7 @@ def plot_ring_vs_tree(fit: Any, world_sizes: Sequence[int] = (8, 64, 512),
 def plot_traffic(rows: Sequence[Row], size: int, title: str | None = None) -> Figure:
     """Who wrote how much to whom, per collective at one size S: a grid of heat maps.
 
-    Cell (i, j): bytes rank i wrote to rank j, in units of S (measured, helpers.wire);
+    Cell (i, j): bytes rank i wrote to rank j, in units of S (measured, helpers.bench.wire);
     beside each row its total and the ring model's (helpers.bench.nccl_tests.model_sent).
     """
     import matplotlib.pyplot as plt

@@ -30,7 +30,7 @@ import torch.distributed as dist
 
 from helpers.bench import nccl_tests as bandwidth
 from helpers.bench.nccl_tests import DTYPE_SIZES
-from helpers.collectives import (BENCHMARKED, REDUCING, ROOT, call_keywords, check_benchmarked,
+from helpers.collectives.registry import (BENCHMARKED, REDUCING, ROOT, call_keywords, check_benchmarked,
                                  tensor_arguments)
 
 OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
@@ -70,7 +70,7 @@ def _call(collective: str, plan: bandwidth.Plan, dtype: torch.dtype, op: Any,
           device: torch.device) -> Callable[..., Any]:
     """One collective call on buffers allocated now: `call(async_op=False)`.
 
-    The arguments each rank passes come from the registry (helpers.collectives); gather
+    The arguments each rank passes come from the registry (helpers.collectives.registry); gather
     and scatter of 0 elements are not called at all (nccl-tests returns early for them
     at count 0); every other collective is called, on empty buffers if need be.
     """

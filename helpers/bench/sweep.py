@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from tqdm import tqdm
 
 from helpers.bench.measurement import measure
-from helpers.verdicts import Report
+from helpers.checks import Report
 
 Point = tuple[str, int]
 # Per point: (collective, size asked), then one result per rank.

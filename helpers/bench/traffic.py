@@ -5,7 +5,7 @@
 
 The model is `helpers.bench.nccl_tests.model_sent`: what one rank sends when the
 collective runs as NCCL runs it. `measure_traffic` counts what the rank's process really
-wrote (helpers.wire): on gloo, the backend in use without GPUs.
+wrote (helpers.bench.wire): on gloo, the backend in use without GPUs.
 
 From a shell (rank 0 prints one table):
 
@@ -18,8 +18,8 @@ import sys
 from typing import Any, Sequence
 
 from helpers.bench.nccl_tests import ROOT_RANK, model_sent
-from helpers.verdicts import Report
-from helpers.wire import HEADER_BYTES, agrees, header_bound
+from helpers.checks import Report
+from helpers.bench.wire import HEADER_BYTES, agrees, header_bound
 
 # Collectives whose gloo algorithm moves what the model says (ring or point to point).
 RING_LIKE = ("all_reduce", "all_gather", "all_to_all", "gather", "scatter")
@@ -39,7 +39,7 @@ def measure_traffic(collective: str, size_bytes: int, dtype: str = "float32",
     import torch.distributed as dist
 
     from helpers.bench import measurement, nccl_tests
-    from helpers.wire import on_the_wire
+    from helpers.bench.wire import on_the_wire
 
     n = dist.get_world_size()
     plan = nccl_tests.plan(collective, size_bytes, n, nccl_tests.DTYPE_SIZES[dtype])
@@ -72,7 +72,7 @@ def traffic_row(ranks: Sequence[dict]) -> dict:
     `matrix[i][j]`: bytes rank i wrote to rank j (last repeat); `other`: bytes on
     connections to no rank (0 expected); `steady`: every repeat wrote the same.
     """
-    from helpers.wire import peer_matrix
+    from helpers.bench.wire import peer_matrix
 
     first = ranks[0]
     n, size = first["world_size"], first["bytes"]
@@ -214,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if dist.get_rank() == 0:
             rows = traffic_rows(everyone)
             print(f"# bytes written per rank, world size {dist.get_world_size()}, gloo "
-                  f"(measured: helpers.wire; model: helpers.bench.nccl_tests.model_sent)")
+                  f"(measured: helpers.bench.wire; model: helpers.bench.nccl_tests.model_sent)")
             print(traffic_table(rows))
             if not all(row["steady"] for row in rows):
                 print("# note: some repeats differed", file=sys.stderr)

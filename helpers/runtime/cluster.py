@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import ipyparallel as ipp
 
-from helpers.results import plain_values
+from helpers.records import plain_values
 from helpers.runtime import engine, launchers, unix_sockets
 from helpers.runtime import warm as warm_start
 from helpers.runtime.config import (ClusterConfigError, resolve_config, resolve_debug,  # noqa: F401

@@ -4,7 +4,7 @@ Any local user can connect to a loopback TCP port; a unix socket in a folder onl
 owner may enter (0700) is reachable by that owner alone. helpers/runtime/launchers.py
 puts the controller of the local and mpi launchers here (`cluster_options`); the
 controller runs as `python -m helpers.runtime.unix_sockets controller` (`run_controller`
-says why). No notebook imports this module directly; tests/test_private_sockets.py
+says why). No notebook imports this module directly; tests/runtime/test_private_sockets.py
 checks what it promises.
 """
 from __future__ import annotations
@@ -102,7 +102,7 @@ def run_controller(argv: list[str] | None = None) -> None:
     ipyparallel 9.2's controller names an ipc socket `<interface>-<port>`
     (IPController.construct_url) while its engines and client connect to
     `<interface>:<port>`, so with transport=ipc no engine ever registers. This one
-    names them as the engines do; tests/test_private_sockets.py checks both spellings.
+    names them as the engines do; tests/runtime/test_private_sockets.py checks both spellings.
     """
     from ipyparallel.controller.app import IPController
 

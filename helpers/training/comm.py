@@ -8,11 +8,11 @@
     log.table()                               # per collective: calls, S, model, measured
 
 Two figures for every call. **Measured**: what this rank's process really wrote to its
-connections to the other ranks while the call ran (`helpers.wire`, gloo only; None on
+connections to the other ranks while the call ran (`helpers.bench.wire`, gloo only; None on
 NCCL, whose bytes pass through no socket). **Model**: what this rank sends when the call
 runs as NCCL runs it on a ring (`helpers.bench.nccl_tests.model_sent`, S being nccl-tests'
 size of the call): all_reduce 2(n−1)/n·S, all_gather and reduce_scatter (n−1)/n·S,
-send S. The two differ by gloo's headers (48 B a message, `helpers.wire.agrees`), and
+send S. The two differ by gloo's headers (48 B a message, `helpers.bench.wire.agrees`), and
 where gloo runs another algorithm (its reduce_scatter writes what an all_reduce writes).
 The count wraps the `torch.distributed` functions while the block runs, so its calls are
 those of hand-built code; `measured_bytes` covers the whole block, so it also holds
@@ -32,7 +32,7 @@ import torch.distributed as dist
 from torch.distributed import distributed_c10d
 
 from helpers.bench.nccl_tests import model_sent
-from helpers.wire import Wire, measurable
+from helpers.bench.wire import Wire, measurable
 
 
 def _nbytes(t: torch.Tensor) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from helpers.verdicts import Report
+from helpers.checks import Report
 
 
 def _same(predicted: Any, measured: Any, rel_tol: float) -> bool:

@@ -5,23 +5,23 @@
     p2p_check(measured, model, sends=8, recvs=8)              # exact: S + 96 B a send, 48 a recv
 
 **Measured** is what a rank's process wrote to its connections to the other ranks
-(`helpers.wire`, via `count_collectives`); **model** is what the calls send when run as
+(`helpers.bench.wire`, via `count_collectives`); **model** is what the calls send when run as
 NCCL runs them (a ring for the collectives, `helpers.bench.nccl_tests.model_sent`; S for a
 send of S bytes). They agree when the measurement is the model plus gloo's 48-byte
-message headers (`helpers.wire.agrees`, the stated tolerance). Where gloo runs another
+message headers (`helpers.bench.wire.agrees`, the stated tolerance). Where gloo runs another
 algorithm (its reduce_scatter writes what an all_reduce writes), the notebooks assert that
 documented difference instead (`reduce_scatter_as_all_reduce`). On NCCL nothing is
 measured (`measured` is None) and the notebooks say so with `NOT_MEASURED`.
 """
 from __future__ import annotations
 
-from helpers.wire import HEADER_BYTES, agrees
+from helpers.bench.wire import HEADER_BYTES, agrees
 
 NOT_MEASURED = ("not measured: NCCL's bytes pass through no socket of the process; the "
                 "figure is the model (`make gpu-check` lists what would measure it)")
 
 # A send of S bytes on gloo: the sender writes S and two 48-B headers, the receiver one
-# header back (tests/test_wire.py measures it at 8 B, 64 KiB and 8 MiB).
+# header back (tests/helpers/test_wire.py measures it at 8 B, 64 KiB and 8 MiB).
 SEND_HEADERS, RECV_HEADERS = 2, 1
 
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from helpers.wire import peer_matrix
+from helpers.bench.wire import peer_matrix
 
 PHASES = ("input", "reduce_scatter in rows", "all_reduce across rows", "all_gather in rows")
 

@@ -188,7 +188,7 @@ def traffic_report(traffic_by_rank: Sequence[Sequence[dict]]):
     """✓ per stage when every step wrote exactly its payload plus gloo's headers: 96 B a
     send and 48 B a receive (`measured.p2p_check`)."""
     from helpers.training.measured import NOT_MEASURED, p2p_check
-    from helpers.verdicts import Report
+    from helpers.checks import Report
 
     report = Report("each stage's measured bytes against the model, every schedule and m")
     for rank, rows in enumerate(traffic_by_rank):

@@ -175,11 +175,11 @@ def bytes_table(rows: Sequence[dict], columns: tuple[str, str] = ("layer", "phas
 
 def wire_report(title: str, rows_by_rank: Sequence[Sequence[dict]], n: int):
     """✓ per rank when every row (a layer and phase, `log_row`) wrote what the model says
-    plus gloo's headers (`helpers.wire.agrees`), and a row without a call wrote 0 B.
+    plus gloo's headers (`helpers.bench.wire.agrees`), and a row without a call wrote 0 B.
 
     n: the group's size, unless a row says its own ("n").
     """
-    from helpers.verdicts import Report
+    from helpers.checks import Report
 
     report = Report(title)
     for rank, rows in enumerate(rows_by_rank):

@@ -1,0 +1,255 @@
+"""Bytes on the wire: what a rank's process really wrote to its connections to other ranks.
+
+    with on_the_wire() as wire:              # on an engine, around the taught code
+        dist.all_reduce(grad)
+    wire.sent                                # bytes this rank wrote, e.g. 1.5 · S + headers
+    wire.sockets                             # per connection: "127.0.0.1:a>127.0.0.1:b" → bytes
+
+On gloo every byte between two ranks travels through a TCP connection of the two rank
+processes, and Linux counts each connection's bytes (`TCP_INFO`, man 7 tcp). Written =
+`tcpi_bytes_sent` − `tcpi_bytes_retrans` + `tcpi_notsent_bytes`: every byte the process
+handed to the socket, sent or still queued, each counted once. The rendezvous store's
+connections are left out (they carry no collective's data); every other established TCP
+connection of the process is counted, so a byte that a collective sent cannot hide.
+`peer_matrix` turns every rank's `sockets` into "rank i sent so many bytes to rank j".
+
+With NCCL, data moves over NVLink, PCIe or InfiniBand without passing through a socket
+of the process: nothing here can count it, `sent` is None and the notebooks show the
+model (NCCL's own counters or `nvidia-smi nvlink -gt d` would measure it;
+`make gpu-check` lists it).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import struct
+from typing import Any, Mapping, Sequence
+
+# struct tcp_info (include/uapi/linux/tcp.h): byte offsets of the fields we read.
+_NOTSENT = 144        # __u32 tcpi_notsent_bytes   (Linux 4.6)
+_BYTES_SENT = 200     # __u64 tcpi_bytes_sent      (Linux 4.19)
+_BYTES_RETRANS = 208  # __u64 tcpi_bytes_retrans   (Linux 4.19)
+_INFO_SIZE = 216
+
+# Per socket inode: its "local>remote" key, or None (not TCP). A TCP socket without a
+# peer yet (a listener, a connection under way) is asked again next time.
+_kinds: dict[int, str | None] = {}
+_NO_PEER = "no peer"
+
+
+class WireUnavailable(RuntimeError):
+    """This process cannot count its bytes (not Linux, or a kernel older than 4.19)."""
+
+
+def _endpoint(address: tuple) -> str:
+    host = address[0].removeprefix("::ffff:")   # IPv4 seen through an IPv6 socket
+    return f"{host}:{address[1]}"
+
+
+def _classify(fd: int) -> str | None:
+    """The "local>remote" key of a connected TCP socket at fd; None if not TCP."""
+    try:
+        sock = socket.socket(fileno=fd)        # wraps the fd: nothing is duplicated
+    except OSError:
+        return None
+    try:
+        if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET,
+                                                                   socket.AF_INET6):
+            return None
+        try:
+            return f"{_endpoint(sock.getsockname())}>{_endpoint(sock.getpeername())}"
+        except OSError:                          # a listener, or not connected yet
+            return _NO_PEER
+    finally:
+        sock.detach()                            # never close what belongs to gloo
+
+
+def _port(endpoint: str) -> int:
+    return int(endpoint.rsplit(":", 1)[1])
+
+
+def connections(exclude_ports: set[int]) -> list[tuple[int, int, str]]:
+    """(fd, inode, "local>remote") of this process's connected TCP sockets.
+
+    Connections with a local or remote port in `exclude_ports` are left out.
+    """
+    if not os.path.isdir("/proc/self/fd"):
+        raise WireUnavailable("counting bytes needs Linux (/proc/self/fd)")
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            status = os.fstat(fd)
+        except OSError:                          # closed since the listing
+            continue
+        if not stat.S_ISSOCK(status.st_mode):
+            continue
+        kind = _kinds.get(status.st_ino, _NO_PEER)
+        if kind == _NO_PEER:
+            kind = _kinds[status.st_ino] = _classify(fd)
+        if kind in (None, _NO_PEER):
+            continue
+        local, remote = kind.split(">")
+        if _port(local) not in exclude_ports and _port(remote) not in exclude_ports:
+            found.append((fd, status.st_ino, kind))
+    return found
+
+
+def read(found: list[tuple[int, int, str]]) -> dict[str, int]:
+    """Bytes written so far on each of these connections ("local>remote" → bytes).
+
+    Written = tcpi_bytes_sent − tcpi_bytes_retrans + tcpi_notsent_bytes: every byte the
+    process handed to the socket, whether the kernel has sent it yet or not, once.
+    """
+    out = {}
+    for fd, inode, key in found:
+        try:
+            if os.fstat(fd).st_ino != inode:
+                continue                         # closed, and the number reused
+            sock = socket.socket(fileno=fd)
+        except OSError:
+            continue
+        try:
+            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _INFO_SIZE)
+        except OSError:
+            continue
+        finally:
+            sock.detach()
+        if len(info) < _INFO_SIZE:
+            raise WireUnavailable(f"this kernel's TCP_INFO has {len(info)} bytes, not "
+                                  f"{_INFO_SIZE}: tcpi_bytes_sent needs Linux 4.19 or later")
+        notsent, = struct.unpack_from("I", info, _NOTSENT)
+        sent, = struct.unpack_from("Q", info, _BYTES_SENT)
+        retrans, = struct.unpack_from("Q", info, _BYTES_RETRANS)
+        out[key] = sent - retrans + notsent
+    return out
+
+
+def store_ports() -> set[int]:
+    """The port of the default group's rendezvous store: its connections are left out."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d
+
+    if not dist.is_initialized():
+        return set()
+    store = distributed_c10d._get_default_store()
+    while hasattr(store, "underlying_store"):     # PrefixStore around the TCPStore
+        store = store.underlying_store
+    port = getattr(store, "port", None)
+    return {port} if port else set()
+
+
+def counters() -> dict[str, int]:
+    """Bytes written so far on each connection of this process but the store's."""
+    return read(connections(store_ports()))
+
+
+def difference(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:
+    """Bytes written between two readings; a connection opened in between counts from 0."""
+    return {key: value - before.get(key, 0) for key, value in after.items()}
+
+
+def measurable(group: Any = None) -> bool:
+    """True where the group's bytes pass through this process's sockets (gloo)."""
+    import torch.distributed as dist
+
+    return dist.is_initialized() and dist.get_backend(group) == "gloo"
+
+
+class Wire:
+    """What one block wrote to the other ranks; see `on_the_wire`."""
+
+    def __init__(self, group: Any = None):
+        self.measured = measurable(group)
+        self.sockets: dict[str, int] = {}
+        self._ports = store_ports() if self.measured else set()
+        self._found: list[tuple[int, int, str]] = []
+        self._fds: list[str] = []
+        self._before: dict[str, int] = {}
+        self._last: dict[str, int] = {}       # each connection's latest reading
+
+    def _read(self) -> dict[str, int]:
+        fds = os.listdir("/proc/self/fd")
+        if fds != self._fds:                   # a connection may have come or gone
+            self._fds, self._found = fds, connections(self._ports)
+        now = read(self._found)
+        self._last.update(now)
+        return now
+
+    def start(self) -> None:
+        if self.measured:
+            self._before = self._read()
+
+    def mark(self) -> int:
+        """Bytes written so far on every connection (cheap enough to take around each call)."""
+        return sum(self._read().values()) if self.measured else 0
+
+    def stop(self) -> None:
+        """The block's bytes per connection; one closed during the block keeps its last reading."""
+        if self.measured:
+            self._fds = []
+            self._read()
+            self.sockets = difference(self._last, self._before)
+
+    @property
+    def sent(self) -> int | None:
+        """Bytes written on every connection of this rank; None where not measurable."""
+        return sum(self.sockets.values()) if self.measured else None
+
+    def __repr__(self) -> str:
+        return f"Wire(sent={self.sent})"
+
+
+class on_the_wire:  # noqa: N801  (reads as a sentence: `with on_the_wire() as wire`)
+    """Count what this rank writes to the other ranks while the block runs (gloo)."""
+
+    def __init__(self, group: Any = None):
+        self.wire = Wire(group)
+
+    def __enter__(self) -> Wire:
+        self.wire.start()
+        return self.wire
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.wire.stop()
+
+
+# ---------------------------------------------------------------- in the notebook
+
+# gloo frames every message with a header of its own (tests/helpers/test_wire.py: a send of S
+# bytes writes S + 96 on the sender, 48 on the receiver). Measured up to 8 MiB at 2, 3 and
+# 4 ranks, no collective call wrote more than 24 headers per peer; gloo cuts larger
+# buffers into segments with headers of their own (64 MiB: 0.014 % more), hence SEGMENTS.
+HEADER_BYTES = 48
+MAX_HEADERS_PER_PEER = 24
+SEGMENTS = 0.001
+
+
+def header_bound(calls: int, n: int, model: float = 0.0) -> float:
+    """The most bytes of headers `calls` calls on n ranks add, per rank, to `model` bytes."""
+    return calls * MAX_HEADERS_PER_PEER * max(n - 1, 1) * HEADER_BYTES + SEGMENTS * model
+
+
+def agrees(measured: float, model: float, calls: int, n: int) -> bool:
+    """Measured = the model's payload plus gloo's headers: model ≤ measured ≤ model + bound."""
+    return int(model) <= measured <= model + header_bound(calls, n, model)
+
+
+def peer_matrix(sockets: Sequence[Mapping[str, int]]) -> tuple[list[list[int]], list[int]]:
+    """Every rank's `wire.sockets` → (sent[i][j] bytes rank i wrote to rank j, other[i]).
+
+    A connection's remote end is a local end of the rank that owns it; bytes on a
+    connection to no rank of the list (an engine's own helper process) go to other[i].
+    """
+    owner = {key.split(">")[0]: rank for rank, table in enumerate(sockets) for key in table}
+    n = len(sockets)
+    sent, other = [[0] * n for _ in range(n)], [0] * n
+    for rank, table in enumerate(sockets):
+        for key, value in table.items():
+            peer = owner.get(key.split(">")[1])
+            if peer is None or peer == rank:
+                other[rank] += value
+            else:
+                sent[rank][peer] += value
+    return sent, other

@@ -1,0 +1,285 @@
+"""Per-rank before/after figures for one collective call.
+
+`plot_record(record)` draws one panel per rank.  Each panel lists the rank's
+arguments (torch parameter names, one row per list element) with the values
+*before* the call on the left and *after* it on the right.  Cells are coloured
+by value across the whole record, so a piece of data keeps its colour wherever
+it travels and a reduced result gets a colour of its own.
+
+What each panel shows is computed in helpers.figures.panels. Used by notebooks 01-10 and 12.
+
+The module never selects a matplotlib backend; figures are created through
+pyplot and closed again, so a notebook shows the returned figure exactly once.
+"""
+from __future__ import annotations
+
+import io
+import math
+import textwrap
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from helpers.figures.panels import (MAX_CELLS, MUTED, ROOT_COLOR, ROOT_FACE, UNDEFINED_EDGE,
+                            UNDEFINED_FACE, ArgRow, Panel, Side, ValueColors, build_panels,
+                            call_signature, record_colors, text_color_for)
+
+
+def _clip(cells: list[str]) -> list[str]:
+    if len(cells) <= MAX_CELLS:
+        return cells
+    half = (MAX_CELLS - 1) // 2
+    return cells[:half] + ["…"] + cells[-half:]
+
+
+@dataclass
+class _Geometry:
+    label_w: float
+    cell_w: float
+    n_before: int
+    n_after: int
+    gap: float
+    note_w: float
+    pitch: float = 1.32
+    header: float = 1.25
+    group_gap: float = 0.3
+
+    @property
+    def before_x(self) -> float:
+        return self.label_w
+
+    @property
+    def after_x(self) -> float:
+        return self.label_w + self.n_before * self.cell_w + self.gap
+
+    @property
+    def width(self) -> float:
+        return self.after_x + self.n_after * self.cell_w + self.note_w + 0.3
+
+    def row_pitch(self, row: ArgRow) -> float:
+        return self.pitch * (0.75 if row.plain is not None else 1.0)
+
+    def height(self, panel: Panel) -> float:
+        groups = sum(1 for r in panel.rows if r.group_start)
+        return (self.header + sum(self.row_pitch(r) for r in panel.rows)
+                + max(groups - 1, 0) * self.group_gap + 0.35)
+
+
+def _geometry(panels: Sequence[Panel]) -> _Geometry:
+    rows = [r for p in panels for r in p.rows]
+    longest_label = max((len(r.label) for r in rows), default=6)
+    texts = [t for r in rows for s in (r.before, r.after) if s.cells for t in s.cells]
+    longest_value = max((len(t) for t in texts), default=1)
+    n_before = max([len(_clip(r.before.cells)) for r in rows if r.before.cells] + [2])
+    n_after = max([len(_clip(r.after.cells)) for r in rows if r.after.cells] + [2])
+    any_undefined = any(r.after.undefined for r in rows)
+    return _Geometry(
+        label_w=0.235 * longest_label + 0.6,
+        cell_w=max(1.0, 0.17 * longest_value + 0.35),
+        n_before=n_before, n_after=n_after, gap=1.3,
+        note_w=2.3 if any_undefined else 0.0)
+
+
+def _draw_cells(ax, x0: float, y: float, side: Side, geo: _Geometry, colors: ValueColors,
+                fs: float, tag: str) -> None:
+    for i, text in enumerate(_clip(side.cells or [])):
+        x = x0 + i * geo.cell_w
+        if side.undefined:
+            face, edge, tcolor, hatch = UNDEFINED_FACE, UNDEFINED_EDGE, "#6b6b6b", "////"
+        elif text == "…":
+            face, edge, tcolor, hatch = "white", "#bbbbbb", MUTED, None
+        else:
+            face = colors(text)
+            edge, tcolor, hatch = "#3a3a3a", text_color_for(face), None
+        rect = Rectangle((x, y), geo.cell_w, 1.0, facecolor=face, edgecolor=edge,
+                         linewidth=0.8, hatch=hatch, gid=f"{tag}[{i}]={text}")
+        ax.add_patch(rect)
+        ax.text(x + geo.cell_w / 2, y + 0.5, text, ha="center", va="center", fontsize=fs,
+                color=tcolor, gid=f"value:{tag}[{i}]",
+                bbox=dict(boxstyle="square,pad=0.05", fc=UNDEFINED_FACE, ec="none")
+                if side.undefined else None)
+
+
+def _draw_panel(ax, panel: Panel, geo: _Geometry, colors: ValueColors, scale: float,
+                height: float) -> None:
+    fs_cell, fs_label = 9.5 * scale, 9 * scale
+    ax.set_xlim(0, geo.width)
+    ax.set_ylim(height, 0)                      # y grows downwards: rows read top to bottom
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_gid(f"rank{panel.rank}")
+    frame, face, lw = (ROOT_COLOR, ROOT_FACE, 2.4) if panel.is_root else ("#b5b5b5", "white", 1.0)
+    ax.set_facecolor(face)
+    for spine in ax.spines.values():
+        spine.set_edgecolor(frame)
+        spine.set_linewidth(lw)
+    title = f"rank {panel.rank}" + (f" · {panel.device}" if panel.device else "")
+    if panel.is_root:
+        title += f" · {panel.role}"
+    ax.set_title(title, fontsize=11.5 * scale, fontweight="bold",
+                 color=ROOT_COLOR if panel.is_root else "#222222", pad=4 * scale)
+
+    hy = geo.header / 2 + 0.05
+    ax.text(geo.before_x + geo.n_before * geo.cell_w / 2, hy, "before", ha="center", va="center",
+            fontsize=fs_label, color="#444444", fontstyle="italic")
+    ax.text(geo.after_x + geo.n_after * geo.cell_w / 2, hy, "after", ha="center", va="center",
+            fontsize=fs_label, color="#444444", fontstyle="italic")
+    mid = geo.before_x + geo.n_before * geo.cell_w + geo.gap / 2
+    ax.text(mid, hy, "→", ha="center", va="center", fontsize=fs_label * 1.3, color="#444444")
+
+    y = geo.header
+    for idx, row in enumerate(panel.rows):
+        if row.group_start and idx > 0:
+            y += geo.group_gap
+        cy = y + 0.5
+        ax.text(geo.label_w - 0.25, cy, row.label, ha="right", va="center", fontsize=fs_label,
+                family="monospace", color=MUTED if row.not_passed else "#222222")
+        if row.plain is not None:
+            for x0, text in ((geo.before_x, row.plain[0]), (geo.after_x, row.plain[1])):
+                ax.text(x0 + 0.1, cy, text, ha="left", va="center", fontsize=fs_label,
+                        family="monospace", color="#444444")
+            y += geo.row_pitch(row)
+            continue
+        if row.not_passed:
+            ax.text(geo.before_x + 0.1, cy, "not passed (None)", ha="left", va="center",
+                    fontsize=fs_label * 0.95, color="#a0a0a0", fontstyle="italic")
+            y += geo.pitch
+            continue
+        for name, x0, side in (("before", geo.before_x, row.before), ("after", geo.after_x, row.after)):
+            if side.cells is None:
+                ax.text(x0 + 0.1, cy, "None", ha="left", va="center", fontsize=fs_label * 0.95,
+                        color="#a0a0a0", fontstyle="italic")
+            else:
+                _draw_cells(ax, x0, y, side, geo, colors, fs_cell, f"{name}:{row.label}")
+        if row.before.cells is not None and row.after.cells is not None:
+            ax.text(mid, cy, "→", ha="center", va="center", fontsize=fs_label * 1.1, color="#9a9a9a")
+        if row.after.undefined:
+            end = geo.after_x + len(_clip(row.after.cells or [])) * geo.cell_w
+            ax.text(end + 0.2, cy, "undefined", ha="left", va="center", fontsize=fs_label * 0.9,
+                    color="#6b6b6b", fontstyle="italic")
+        y += geo.pitch
+
+
+def _read_png(png: bytes):
+    import matplotlib.image as mimage
+    return mimage.imread(io.BytesIO(png), format="png")
+
+
+def plot_record(record: Mapping[str, Any], diagram: Any = None,
+                diagram_caption: str | None = None, *, title: str | None = None,
+                max_width_in: float = 13.0) -> Figure:
+    """One panel per rank with its arguments before → after the call.
+
+    `diagram` (PNG bytes, or a helpers.figures.diagrams.Diagram) is drawn in a left
+    column with `diagram_caption` (default: the Diagram's caption) under it.  Rank Axes carry gid "rank<r>", the diagram Axes gid "diagram".
+    """
+    import matplotlib.pyplot as plt
+
+    if diagram is not None and hasattr(diagram, "png"):     # a helpers.figures.diagrams.Diagram
+        if diagram_caption is None:
+            diagram_caption = diagram.caption
+        diagram = diagram.png
+    if not record.get("ranks"):
+        raise ValueError("record has no 'ranks' to draw")
+    collective = record["collective"]
+    params = record.get("params") or {}
+    panels = build_panels(record)
+    colors = record_colors(panels)
+    geo = _geometry(panels)
+    n = len(panels)
+
+    unit = 0.34                                   # inches per cell at full scale
+    margin, hgap, title_h, ptitle = 0.3, 0.35, 0.95, 0.38
+    image = _read_png(diagram) if diagram is not None else None
+    # the diagram at ~70% of its size at 100 dpi, within 3.6-5.2 inches
+    diag_w = min(5.2, max(3.6, 0.007 * image.shape[1])) if image is not None else 0.0
+    diag_total = diag_w + 0.45 if diagram is not None else 0.0
+
+    def width_for(cols: int, u: float) -> float:
+        return 2 * margin + diag_total + cols * geo.width * u + (cols - 1) * hgap
+
+    def unit_to_fit(cols: int) -> float:
+        fixed = width_for(cols, 0)
+        return min(unit, (max_width_in - fixed) / (width_for(cols, 1) - fixed))
+
+    # Up to 4 panels a row (5-8 ranks: two rows); fewer when cells would get too small.
+    ncols = math.ceil(n / math.ceil(n / 4))
+    while ncols > 1 and unit_to_fit(ncols) < 0.26:
+        ncols -= 1
+    nrows = math.ceil(n / ncols)
+    ncols = math.ceil(n / nrows)
+    unit = max(0.2, unit_to_fit(ncols))          # a very long row: shrink everything a bit
+    scale = unit / 0.34
+
+    grid_rows = [panels[i * ncols:(i + 1) * ncols] for i in range(nrows)]
+    row_heights = [max(geo.height(p) for p in grow) for grow in grid_rows]
+    panels_h = sum(h * unit + ptitle * scale for h in row_heights) + (nrows - 1) * 0.3
+
+    caption_lines: list[str] = []
+    diag_h = 0.0
+    if image is not None:
+        diag_h = diag_w * image.shape[0] / image.shape[1]
+        for para in (diagram_caption or "").splitlines():
+            caption_lines += textwrap.wrap(para, width=int(diag_w * 72 / (7.5 * 0.52))) or [""]
+    caption_h = 0.16 * len(caption_lines) + (0.1 if caption_lines else 0)
+
+    heading = title or (f"{call_signature(collective, params)} · {record.get('backend', '?')}"
+                        f" · world size {record.get('world_size', n)}")
+    legend = "cells coloured by value: the same colour is the same data on every rank"
+    if record.get("dtype"):
+        legend = f"dtype {record['dtype']} · " + legend
+    if any(r.after.undefined for p in panels for r in p.rows):
+        legend += "\ngrey hatched: undefined after the call (the value shown is what this run left there)"
+        title_h += 0.2
+    text_w = max([0.14 * len(heading)] + [0.075 * len(x) for x in legend.splitlines()]) + 2 * margin
+    fig_w = max(width_for(ncols, unit), text_w)
+    fig_h = title_h + max(panels_h, diag_h + caption_h + ptitle) + margin
+    fig = plt.figure(figsize=(fig_w, fig_h), dpi=100)
+    fig.patch.set_facecolor("white")
+
+    def box(x: float, top: float, w: float, h: float) -> list[float]:
+        return [x / fig_w, 1 - (top + h) / fig_h, w / fig_w, h / fig_h]
+
+    fig.text(margin / fig_w, 1 - 0.32 / fig_h, heading, fontsize=15, fontweight="bold",
+             ha="left", va="center")
+    fig.text(margin / fig_w, 1 - 0.56 / fig_h, legend, fontsize=9.5, color="#555555",
+             ha="left", va="top", linespacing=1.4)
+
+    if image is not None:
+        dax = fig.add_axes(box(margin, title_h + ptitle, diag_w, diag_h))
+        dax.imshow(image, interpolation="antialiased")
+        dax.set_axis_off()
+        dax.set_gid("diagram")
+        if caption_lines:
+            dax.text(0, -0.04, "\n".join(caption_lines), transform=dax.transAxes, ha="left",
+                     va="top", fontsize=7.5, color="#555555", linespacing=1.25)
+
+    x_start = margin + diag_total
+    top = title_h
+    for grow, h in zip(grid_rows, row_heights):
+        top += ptitle * scale
+        for j, panel in enumerate(grow):
+            x = x_start + j * (geo.width * unit + hgap)
+            ax = fig.add_axes(box(x, top, geo.width * unit, h * unit))
+            _draw_panel(ax, panel, geo, colors, scale, h)
+        top += h * unit + 0.3
+    plt.close(fig)
+    return fig
+
+
+def plot_states(collective: str, befores: Sequence[Mapping[str, Any]],
+                afters: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None,
+                *, backend: str = "model", devices: Sequence[str] | None = None,
+                dtype: str | None = "float32", diagram: bytes | None = None,
+                diagram_caption: str | None = None, title: str | None = None) -> Figure:
+    """Same figure from per-rank state dicts (e.g. helpers.collectives.models example_befores
+    and model_after); sentinel after-values are drawn as undefined."""
+    if len(befores) != len(afters):
+        raise ValueError(f"{len(befores)} before-states but {len(afters)} after-states")
+    ranks = [{"rank": r, "device": devices[r] if devices else "",
+              "before": dict(b), "after": dict(a)} for r, (b, a) in enumerate(zip(befores, afters))]
+    record = {"collective": collective, "backend": backend, "world_size": len(ranks),
+              "dtype": dtype, "params": dict(params or {}), "ranks": ranks}
+    return plot_record(record, diagram, diagram_caption, title=title)

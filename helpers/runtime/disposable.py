@@ -1,0 +1,227 @@
+"""Run a case on a disposable group of processes, where a dead rank costs nothing.
+
+Some mistakes do not raise on gloo: they kill the receiving process (SIGABRT from gloo's
+own checks), which no timeout can catch. Notebooks 03, 04, 05, 08, 09 and 13 show such
+cases for real with `run_disposable`: the case is an ordinary function of
+`(rank, world_size)` written in a notebook cell, its source is shipped to `world_size`
+fresh `python` processes that form their own gloo group (a new TCPStore on 127.0.0.1,
+gloo pinned to `lo`, a short timeout), and each process reports what the function
+returned, what it raised, or the signal that ended it. The notebook's own engines are not
+involved. tests/claims/test_claims.py runs the ledger's claims through the same function.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+RESULT_MARK = "@@disposable-result "
+
+# What every disposable rank runs: join a fresh gloo group, call the case, report.
+_RANK_SCRIPT = r'''
+import ctypes, json, os, resource, sys, time
+from datetime import timedelta
+# No core dump when gloo aborts this rank: the kernel keeps a dumping process's sockets
+# open until the dump is written (189 MB, or a pipe to a crash collector), so its peers
+# would wait out the timeout instead of failing at once, and a `core` file would be left
+# in the notebook's folder. PR_SET_DUMPABLE covers piped dumps, which ignore the rlimit.
+resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+if sys.platform == "linux":
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE = 4
+spec = json.loads(sys.argv[1])
+os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL" if spec["detail"] else "OFF"
+import torch
+import torch.distributed as dist
+
+def plain(value):
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    return value
+
+rank, world_size = spec["rank"], spec["world_size"]
+store = dist.TCPStore("127.0.0.1", spec["port"], world_size, rank == 0,
+                      timedelta(seconds=spec["timeout_s"] + 10),
+                      master_listen_fd=spec["listen_fd"], wait_for_workers=False)
+dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
+                        timeout=timedelta(seconds=spec["timeout_s"]))
+namespace = {"torch": torch, "dist": dist, "__name__": "__disposable__"}
+exec(compile(spec["source"], "<case>", "exec"), namespace)
+case = namespace[spec["name"]]
+start = time.monotonic()
+try:
+    report = {"result": plain(case(rank, world_size, **spec["args"]))}
+except Exception as err:
+    report = {"error": f"{type(err).__name__}: {err}"}
+report["seconds"] = time.monotonic() - start
+print("@@disposable-result " + json.dumps(report), flush=True)
+sys.stderr.flush()
+sys.stdin.read()   # stay alive, like an engine, until every rank has reported or died
+os._exit(0)        # no teardown: a peer may be dead, and these processes are disposable
+'''
+
+
+@dataclass
+class RankOutcome:
+    """How one disposable rank ended."""
+
+    rank: int
+    returncode: int | None       # None: still running at the limit, then killed
+    result: Any = None           # what the case returned (tensors as lists)
+    error: str | None = None     # "Type: message" of what the case raised
+    seconds: float | None = None  # time spent in the case itself
+    stderr: str = ""
+
+    @property
+    def signal(self) -> str | None:
+        """The signal that ended the process ("SIGABRT"), or None."""
+        if self.returncode is None or self.returncode >= 0:
+            return None
+        return signal.Signals(-self.returncode).name
+
+    @property
+    def killed(self) -> bool:
+        return self.signal is not None
+
+    @property
+    def gloo_message(self) -> str | None:
+        """The line of stderr where gloo (or torch's C++ side) says why it aborted."""
+        lines = self.stderr.splitlines()
+        for wanted in ("what():", "enforce fail", "gloo"):
+            for line in lines:
+                if wanted in line.lower():
+                    return _short(line.split("what():")[-1].strip())
+        return None
+
+    def summary(self) -> str:
+        if self.returncode is None:
+            return f"rank {self.rank}: still running at the limit (killed)"
+        if self.killed:
+            return (f"rank {self.rank}: killed by {self.signal} (exit code {self.returncode}); "
+                    f"gloo: {self.gloo_message or '(no message)'}")
+        if self.error is not None:
+            return f"rank {self.rank}: raised after {self.seconds:.2f} s: {_short(self.error)}"
+        if self.returncode == 0 and self.seconds is not None:
+            return f"rank {self.rank}: returned {self.result!r} after {self.seconds:.2f} s"
+        return f"rank {self.rank}: exit code {self.returncode}: {self.stderr[-300:]}"
+
+
+def _short(text: str, keep: int = 110) -> str:
+    """A long error message as its start and its end (where torch says what differs).
+
+    gloo's source paths are cut to the file name, and its advice after the message goes.
+    """
+    text = re.sub(r"\[(enforce fail at )?/\S*/([^/\s\]]+:\d+)\]", r"[\1\2]",
+                  " ".join(text.split()))
+    text = text.split(" This is typically caused by")[0].split(" Is there a distributed")[0]
+    return text if len(text) <= 2 * keep + 5 else f"{text[:keep]} … {text[-keep:]}"
+
+
+def case_source(case: Callable[..., Any]) -> str:
+    """The source of a case function (a notebook cell's function works too), decorators off."""
+    lines = textwrap.dedent(inspect.getsource(case)).splitlines(keepends=True)
+    while lines and not lines[0].startswith(("def ", "async def ")):
+        lines.pop(0)   # a decorator: it belongs to where the case was written, not to the ranks
+    return "".join(lines)
+
+
+def run_disposable(case: Callable[..., Any], world_size: int = 2,
+                   args: dict[str, Any] | None = None, timeout_s: float = 5.0,
+                   limit_s: float = 60.0, detail: bool = False) -> list[RankOutcome]:
+    """Run `case(rank, world_size, **args)` on `world_size` fresh gloo processes.
+
+    Returns one RankOutcome per rank. `args` must be JSON values (they travel as JSON).
+
+    `timeout_s` is the group's timeout (every collective raises after it); `limit_s`
+    bounds the whole run: a process still alive then is killed and reported as such.
+    `detail=True` turns on TORCH_DISTRIBUTED_DEBUG=DETAIL in the processes.
+    """
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, not {world_size}")
+    source, name = case_source(case), case.__name__
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    port = listener.getsockname()[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    with tempfile.TemporaryDirectory(prefix="disposable-") as tmp:
+        procs, logs = [], []
+        try:
+            for rank in range(world_size):
+                spec = {"rank": rank, "world_size": world_size, "port": port,
+                        "listen_fd": listener.fileno() if rank == 0 else None,
+                        "timeout_s": timeout_s, "detail": detail,
+                        "source": source, "name": name, "args": dict(args or {})}
+                out = open(Path(tmp) / f"{rank}.out", "w+")
+                err = open(Path(tmp) / f"{rank}.err", "w+")
+                logs.append((out, err))
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-c", _RANK_SCRIPT, json.dumps(spec)],
+                    stdin=subprocess.PIPE, stdout=out,
+                    stderr=err, env=env, start_new_session=True,
+                    pass_fds=(listener.fileno(),) if rank == 0 else ()))
+        finally:
+            listener.close()
+        _wait_until_reported(procs, [out for out, _ in logs], time.monotonic() + limit_s)
+        codes: list[int | None] = []
+        for proc in procs:
+            proc.stdin.close()   # every rank reported or died: the live ones may go
+            try:
+                codes.append(proc.wait(timeout=5))
+            except subprocess.TimeoutExpired:
+                codes.append(None)
+        for proc, code in zip(procs, codes):
+            if code is None:
+                os.killpg(proc.pid, signal.SIGKILL)   # our own child's session
+                proc.wait()
+        outcomes = []
+        for rank, ((out, err), code) in enumerate(zip(logs, codes)):
+            out.seek(0)
+            err.seek(0)
+            outcome = RankOutcome(rank, code, stderr=err.read())
+            for line in out.read().splitlines():
+                if line.startswith(RESULT_MARK):
+                    report = json.loads(line[len(RESULT_MARK):])
+                    outcome.result = report.get("result")
+                    outcome.error = report.get("error")
+                    outcome.seconds = report.get("seconds")
+            out.close()
+            err.close()
+            outcomes.append(outcome)
+    return outcomes
+
+
+def _wait_until_reported(procs: list[subprocess.Popen], outs: list, deadline: float) -> None:
+    """Until `deadline`: wait for every process to have printed its result or ended."""
+    while time.monotonic() < deadline:
+        pending = False
+        for proc, out in zip(procs, outs):
+            if proc.poll() is None:
+                out.flush()
+                with open(out.name) as text:
+                    pending = pending or RESULT_MARK not in text.read()
+        if not pending:
+            return
+        time.sleep(0.05)
+
+
+def show(outcomes: list[RankOutcome]) -> list[RankOutcome]:
+    """Print one line per disposable rank (how it ended) and return the outcomes."""
+    for outcome in outcomes:
+        print(outcome.summary())
+    return outcomes

@@ -1,0 +1,751 @@
+"""The ledger: what notebooks 00-19 say about torch, gloo, NCCL, nccl-tests and ipyparallel.
+
+CLAIMS lists every such sentence: its notebook and cell, a quote that must still be in
+that cell (so ledger and notebooks cannot drift apart), and its evidence:
+
+- ``gloo``: a case of tests/claims/claim_cases.py (notebook 14: claim_cases_groups.py, 15-16:
+  claim_cases_data_parallel.py, 17-19: claim_cases_training.py),
+  run for real on disposable gloo processes (helpers.runtime.disposable) at the world sizes
+  given, with an expectation that fails when the behaviour changes; the test id names
+  the claim
+  (``test_gloo_claim[05-avg-int-leaves-the-sum-n2]``);
+- ``test``: an existing test that runs the notebook's own cells on gloo;
+- ``gpu-check``: an NCCL-only claim, with its source, checked by ``make gpu-check``
+  (tools/nccl_claims.py; some items need 2+ GPUs and say so);
+- ``source``: a behaviour of NCCL or nccl-tests (or of torch on CUDA) that only its
+  documentation or source shows here (named in the entry).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from claim_cases import CASES, _returned
+import claim_cases_data_parallel  # noqa: F401  (registers the cases of notebooks 15-16)
+import claim_cases_groups  # noqa: F401  (registers the cases of notebook 14)
+import claim_cases_training  # noqa: F401  (registers the cases of notebooks 17-19)
+import claim_cases_wire  # noqa: F401  (registers the bytes-on-the-wire cases of 10 and 11)
+from helpers.runtime.disposable import RankOutcome, case_source, run_disposable
+from tools.nccl_claims import CHECKLIST
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str        # names the claim in test ids
+    notebook: str   # notebook stem
+    cell: str       # cell id
+    quote: str      # a piece of the sentence, as it stands in the cell
+    kind: str       # "gloo", "test", "gpu-check" or "source"
+    evidence: str   # gloo: the case's key; test: path::name; gpu-check: item key; source
+
+
+def gloo(key: str, nb: str, cell: str, quote: str, case: str | None = None) -> Claim:
+    return Claim(key, nb, cell, quote, "gloo", case or key)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    # 00 ranks and the world
+    gloo("00-timeout-raises", "00_ranks_and_world", "c05",
+         "The timeout makes a collective that not every rank calls raise an error",
+         "only-some-ranks-call"),
+    gloo("00-some-ranks-cannot-complete", "00_ranks_and_world", "c11",
+         "a collective that only some ranks call cannot complete", "only-some-ranks-call"),
+    Claim("00-px-waits-for-every-engine", "00_ranks_and_world", "c06",
+          "sends the cell to every engine and waits until all of them have finished",
+          "test", "tests/notebooks/test_00_ranks_and_world.py::test_notebook00_default_reports_each_of_4_ranks_once"),
+    Claim("00-nccl-one-gpu-per-rank", "00_ranks_and_world", "c01",
+          "**NCCL** between GPUs (one GPU per rank)", "gpu-check", "one-rank-group"),
+    # 01 scatter
+    gloo("01-scatter-list-off-src-refused", "01_scatter", "c12",
+         "torch checks this on the rank itself, before any data moves"),
+    gloo("01-scatter-wrong-length-refused-on-src", "01_scatter", "c14",
+         "A list of the wrong length is refused on `src`"),
+    # 02 gather
+    gloo("02-gather-list-off-dst-refused", "02_gather", "c12",
+         "mistake fails at once instead of hanging"),
+    gloo("02-gather-wrong-list-refused-on-dst", "02_gather", "c14",
+         "is refused\non `dst` before anything is received"),
+    gloo("02-aliased-list-not-caught", "02_gather", "c16", "torch does not catch this"),
+    # 03 broadcast
+    gloo("03-python-number-refused", "03_broadcast", "c14",
+         "A Python number cannot be broadcast: torch refuses it on every rank"),
+    Claim("03-nccl-refuses-cpu-tensor", "03_broadcast", "c14",
+          "fine with gloo, refused by NCCL", "gpu-check", "cpu-tensor-refused"),
+    gloo("03-broadcast-longer-kills-receiver", "03_broadcast", "c16",
+         "gloo **kills the receiving process**", "broadcast-longer"),
+    gloo("03-broadcast-shorter-accepted", "03_broadcast", "c16",
+         "accepted silently; the end\nof the buffer keeps what it held"),
+    # 04 reduce
+    gloo("04-reduce-non-dst-depends-on-size", "04_reduce", "c12",
+         "which elements, depends on the size and the\nworld size"),
+    Claim("04-nccl-reduce-reads-non-root", "04_reduce", "c12",
+          "NCCL only reads them", "gpu-check", "reduce-non-dst-untouched"),
+    gloo("04-dst-out-of-range-refused", "04_reduce", "c14",
+         "A rank that does not exist is refused\non the spot, on every rank"),
+    gloo("04-bitwise-on-bool", "04_reduce", "c16",
+         "the bitwise ops need integers or `bool`", "bitwise-int-and-bool-only"),
+    # 05 all_reduce
+    gloo("05-gloo-refuses-avg-int-and-bitwise-float", "05_all_reduce", "c12",
+         "gloo refuses `AVG` on integers and the bitwise ops on floats",
+         "bitwise-int-and-bool-only"),
+    gloo("05-refusals-on-every-rank", "05_all_reduce", "c12",
+         "Every rank refuses the same pairs, so the probe cannot hang",
+         "bitwise-int-and-bool-only"),
+    gloo("05-bitwise-float-refused-before-data-moves", "05_all_reduce", "c12",
+         "Most\nrefusals come before any data moves (a bitwise op on floats)",
+         "bitwise-int-and-bool-only"),
+    Claim("05-nccl-no-bitwise", "05_all_reduce", "c12", "NCCL has\nno bitwise ops at all",
+          "gpu-check", "bitwise-refused"),
+    Claim("05-premul-sum-nccl-only", "05_all_reduce", "c12", "is\nNCCL-only",
+          "gpu-check", "premul-sum-accepted"),
+    gloo("05-avg-int-leaves-the-sum", "05_all_reduce", "c16",
+         "the buffer is left holding the **sum**", "avg-int-leaves-the-sum"),
+    gloo("05-bitwise-on-bool", "05_all_reduce", "c16", "the bitwise ops work on\n`bool` too",
+         "bitwise-int-and-bool-only"),
+    gloo("05-shape-mismatch-kills-at-2", "05_all_reduce", "c16b",
+         "at 2 ranks, gloo **kills\none process**", "all-reduce-shape-mismatch"),
+    gloo("05-shape-mismatch-peer-fails", "05_all_reduce", "c16b",
+         "its peer\nfails on the closed connection, at once in most runs and only at the timeout "
+         "in some", "all-reduce-shape-mismatch"),
+    gloo("05-shape-mismatch-wrong-sums-at-3", "05_all_reduce", "c16b",
+         "at 3 ranks, some ranks **return wrong sums**", "all-reduce-shape-mismatch"),
+    # 06 all_gather
+    gloo("06-all-gather-wrong-length-refused", "06_all_gather", "c21",
+         "gloo refuses a list of the wrong length on every rank"),
+    Claim("06-nccl-no-length-check", "06_all_gather", "c21",
+          "NCCL (torch 2.13) does not check the length", "source",
+          "torch ProcessGroupNCCL.cpp allgather: output list length not checked (2+ GPUs)"),
+    Claim("06-nccl-ring", "06_all_gather", "c14",
+          "(NCCL, for instance,\npasses the pieces around a ring of ranks)", "source",
+          "NCCL docs, Collective Operations (AllGather) and NCCL_ALGO=Ring"),
+    Claim("06-nccl-list-form-copies", "06_all_gather", "c15",
+          "the list form makes torch allocate one internally and then copy each piece out",
+          "source", "torch ProcessGroupNCCL.cpp allgather: flattened output, then copies"),
+    gloo("06-all-gather-into-tensor-deprecated", "06_all_gather", "c15",
+         "`all_gather_into_tensor` still\nworks but is deprecated"),
+    gloo("06-output-same-size-refused", "06_all_gather", "c23",
+         "is refused on every rank, by gloo and\nNCCL alike"),
+    gloo("06-gloo-flat-output-only", "06_all_gather", "c25",
+         "gloo in torch 2.13 accepts only the flat concatenation"),
+    Claim("06-nccl-2d-output", "06_all_gather", "c25",
+          "NCCL also accepts an `output_tensor` of shape `(world_size, 2)`", "source",
+          "torch ProcessGroupNCCL.cpp _allgather_base: checks numel only (2+ GPUs)"),
+    # 07 reduce_scatter
+    gloo("07-reduce-scatter-tensor-deprecated", "07_reduce_scatter", "c12",
+         "`reduce_scatter_tensor` still works but is deprecated"),
+    gloo("07-wrong-length-refused", "07_reduce_scatter", "c20",
+         "A list of the wrong length is refused on every rank"),
+    # 08 all_to_all
+    gloo("08-wrong-length-refused", "08_all_to_all", "c26",
+         "gloo checks the length on every rank"),
+    gloo("08-gloo-list-uneven-refused", "08_all_to_all", "c28",
+         "requires every piece to have the\nsame size and refuses the call on every rank"),
+    Claim("08-nccl-list-uneven-accepted", "08_all_to_all", "c28",
+          "NCCL sends each piece with its\nown size", "gpu-check", "uneven-all-to-all-list"),
+    gloo("08-splits-more-kills-receiver", "08_all_to_all", "c30",
+         "rank 1's process is **killed**", "splits-more"),
+    gloo("08-splits-more-sender-race", "08_all_to_all", "c30",
+         "rank 0 either returns or fails at once on the closed\nconnection", "splits-more"),
+    gloo("08-splits-fewer-accepted", "08_all_to_all", "c30",
+         "rank 1\naccepts them silently"),
+    # 09 send/recv
+    Claim("09-nccl-wait-stream", "09_send_recv", "c12",
+          "`wait()` makes\nthe current CUDA stream wait", "source",
+          "torch docs, torch.distributed Work.wait and TORCH_NCCL_BLOCKING_WAIT"),
+    Claim("09-nccl-batch-is-one-group", "09_send_recv", "c15",
+          "With NCCL, the list becomes one NCCL group", "source",
+          "torch distributed_c10d.batch_isend_irecv (_coalescing_manager: ncclGroupStart/End)"),
+    Claim("09-nccl-timeout-aborts-process", "09_send_recv", "c20",
+          "a NCCL communicator that times out is aborted and by default takes its process down",
+          "source", "torch docs, TORCH_NCCL_ASYNC_ERROR_HANDLING (default 3: tear down)"),
+    Claim("09-nccl-unbatched-one-stream", "09_send_recv", "c31",
+          "PyTorch queues an\nunbatched `isend` and `irecv` with the same peer on one CUDA stream",
+          "source", "torch ProcessGroupNCCL.cpp pointToPoint: one stream per peer pair key"),
+    gloo("09-gloo-send-waits-any-size", "09_send_recv", "c20",
+         "gloo always waits, whatever\nthe size", "both-send-first"),
+    Claim("09-nccl-send-blocks-large", "09_send_recv", "c20",
+          "NCCL waits too for tensors larger than its internal buffers", "gpu-check",
+          "send-blocks-large"),
+    gloo("09-both-fail-after-timeout", "09_send_recv", "c22",
+         "Both sends fail after the timeout, neither before", "both-send-first"),
+    gloo("09-timed-out-group-broken", "09_send_recv", "c22",
+         "every later call on it fails at\nonce", "both-send-first"),
+    gloo("09-isend-progresses-on-gloo", "09_send_recv", "c31",
+         "On gloo each operation progresses on its own"),
+    gloo("09-send-to-self-refused", "09_send_recv", "c37",
+         "**`send` to itself is refused at once.**"),
+    gloo("09-isend-to-self-gloo-raises", "09_send_recv", "c38a",
+         "gloo has no connection from a rank to itself and raises at once"),
+    Claim("09-nccl-isend-to-self", "09_send_recv", "c38a",
+          "NCCL accepts a send to self batched with its receive", "gpu-check",
+          "isend-to-self"),
+    gloo("09-detail-p2p-advances-sequence", "09_send_recv", "c38c",
+         "the next collective on the default group is refused"),
+    gloo("09-dtype-not-checked", "09_send_recv", "c39", "**Nothing checks the dtype.**"),
+    gloo("09-larger-message-kills-receiver", "09_send_recv", "c41",
+         "gloo *kills the receiving process*", "send-longer"),
+    gloo("09-smaller-message-accepted", "09_send_recv", "c41",
+         "A smaller message is accepted silently"),
+    Claim("09-nccl-tests-sendrecv-factor", "09_send_recv", "c45",
+          "nccl-tests counts a send/recv's bus bandwidth as its algorithm bandwidth",
+          "source", "nccl-tests src/sendrecv.cu SendRecvGetBw: factor 1"),
+    # 10 ring
+    Claim("10-nccl-prefers-trees-small", "10_ring_all_reduce", "c33",
+          "for small messages NCCL prefers other algorithms", "source",
+          "NCCL docs, NCCL_ALGO (Ring, Tree, ...) and its tuning model"),
+    Claim("10-ring-batched-no-deadlock", "10_ring_all_reduce", "c08",
+          "nobody waits for anybody: no deadlock", "test",
+          "tests/notebooks/test_09_send_recv_and_10_ring.py::test_ring_all_reduce_notebook"),
+    Claim("10-ring-measured-as-the-model", "10_ring_all_reduce", "c32a",
+          "On gloo both should\nwrite 2(*n* − 1)/*n* · S plus gloo's headers", "test",
+          "tests/notebooks/test_09_send_recv_and_10_ring.py::test_ring_all_reduce_notebook"),
+    Claim("10-nccl-bytes-no-socket", "10_ring_all_reduce", "c32a",
+          "on NCCL\nthe bytes pass through no socket", "gpu-check", "nccl-bytes-not-on-sockets"),
+    gloo("10-gloo-all-reduce-to-the-left", "10_ring_all_reduce", "c32d",
+         "gloo's `all_reduce` to rank\n*r* − 1", "11-all-reduce-ring-at-every-size"),
+    Claim("10-gloo-headers-per-transfer", "10_ring_all_reduce", "c32d",
+          "every gloo message has a 48-byte header, and a transfer costs its\nsender two and "
+          "its receiver one", "test",
+          "tests/helpers/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    # 11 bandwidth
+    Claim("11-nccl-tests-w1-default", "11_bandwidth", "c01",
+          "nccl-tests' own default is `-w 1`", "source",
+          "nccl-tests src/common.cu: warmup_iters = 1 (option -w)"),
+    Claim("11-nccl-tests-time-averaged", "11_bandwidth", "c06",
+          "its `-a 1` default: time averaged over the ranks", "source",
+          "nccl-tests src/common.cu: average = 1 (option -a)"),
+    Claim("11-busbw-factors", "11_bandwidth", "c04", "| all_reduce | 2(*n* − 1)/*n* |", "test",
+          "tests/helpers/test_bench.py::test_bus_factor_matches_nccl_tests"),
+    Claim("11-every-size-runs", "11_bandwidth", "c08",
+          "Every size is a point, as in nccl-tests", "test",
+          "tests/helpers/test_bench.py::test_cli_json_covers_every_collective_and_size"),
+    Claim("11-trim-16-bytes", "11_bandwidth", "c08",
+          "trimmed down to a multiple of\n16 bytes (nccl-tests 2.13.12 and later)", "test",
+          "tests/helpers/test_bench.py::test_plan_split_collectives_trim_pieces_to_16_bytes"),
+    Claim("11-blocking-wait-polls", "11_bandwidth", "c06",
+          "with it that wait polls the host until the\ncall is done", "source",
+          "torch ProcessGroupNCCL WorkNCCL::synchronize (blocking wait loop); "
+          "make gpu-check prints both timings"),
+    # 11 bandwidth: bytes on the wire
+    Claim("11-quiet-rank-reads-zero", "11_bandwidth", "w00",
+          "A rank that only waits (and prints) must read 0 B", "test",
+          "tests/helpers/test_wire.py::test_a_quiet_rank_writes_nothing"),
+    Claim("11-gloo-send-headers", "11_bandwidth", "w03",
+          "So the sender writes S + 96 B and the receiver 48 B, whatever S is", "test",
+          "tests/helpers/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    Claim("11-nccl-bytes-pass-no-socket", "11_bandwidth", "w00",
+          "With NCCL the bytes\ntravel over NVLink or PCIe without passing through a socket",
+          "gpu-check", "nccl-bytes-not-on-sockets"),
+    gloo("11-all-reduce-one-neighbour", "11_bandwidth", "w06",
+         "all of it to one neighbour, rank\n  *r* − 1: a ring", "11-all-reduce-ring-at-every-size"),
+    gloo("11-all-reduce-ring-every-size", "11_bandwidth", "w06",
+         "so it is the\n  ring at every size", "11-all-reduce-ring-at-every-size"),
+    gloo("11-ring-and-direct-as-the-model", "11_bandwidth", "w06",
+         "all as\n  the model says, plus headers", "11-ring-and-direct-collectives-agree"),
+    gloo("11-reduce-scatter-is-an-all-reduce", "11_bandwidth", "w06",
+         "**reduce_scatter writes what an all_reduce writes**",
+         "11-reduce-scatter-writes-an-all-reduce"),
+    Claim("11-nccl-ring-reduce-scatter", "11_bandwidth", "w06",
+          "NCCL runs a real ring reduce-scatter", "source",
+          "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
+          "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+    gloo("11-broadcast-binomial-tree", "11_bandwidth", "w06", "**broadcast is a tree**"),
+    Claim("11-nccl-ring-broadcast", "11_bandwidth", "w06",
+          "NCCL's ring broadcast has every rank but the last forward S", "source",
+          "NVIDIA/nccl src/device/broadcast.h runRing: root send, nextRank == root recv only, "
+          "the others recvCopySend"),
+    gloo("11-reduce-root-writes", "11_bandwidth", "w06",
+         "the root writes too, where the model's root writes nothing", "11-reduce-root-writes-too"),
+    gloo("11-small-messages-mostly-headers", "11_bandwidth", "w06",
+         "all_reduce of 256 B writes several times 256 B", "11-small-all-reduce-mostly-headers"),
+    gloo("11-what-gloo-runs", "11_bandwidth", "ab00",
+         "all_reduce and all_gather are rings, reduce_scatter is an all_reduce underneath",
+         "11-reduce-scatter-writes-an-all-reduce"),
+    gloo("11-no-shared-memory-path", "11_bandwidth", "ab00",
+         "the measurement shows that torch 2.13 does not take it here",
+         "11-all-reduce-ring-at-every-size"),
+    gloo("11-remember-reduce-scatter-twice", "11_bandwidth", "c24",
+         "reduce_scatter sends twice as much (an all_reduce underneath)",
+         "11-reduce-scatter-writes-an-all-reduce"),
+    # 12 backend support
+    gloo("12-refusals-on-every-rank", "12_backend_support", "c06",
+         "every rank raises the same error and none is left waiting",
+         "bitwise-int-and-bool-only"),
+    gloo("12-avg-int-leaves-the-sum", "12_backend_support", "c12",
+         "`tensor` is left holding the sum", "avg-int-leaves-the-sum"),
+    Claim("12-premul-sum-nccl-only", "12_backend_support", "c18", "It exists for NCCL only",
+          "gpu-check", "premul-sum-accepted"),
+    # 13 debugging
+    gloo("13-detail-names-mismatch", "13_debugging", "c06",
+         "That is the DETAIL check: before the real all_reduce"),
+    gloo("13-no-checks-shape-kills-at-2", "13_debugging", "c08",
+         "at 2 ranks gloo **kills one process**", "all-reduce-shape-mismatch"),
+    gloo("13-no-checks-peer-fails", "13_debugging", "c08",
+         "its peer fails on the closed connection, at once in most\nruns and only at the timeout "
+         "in some", "all-reduce-shape-mismatch"),
+    gloo("13-no-checks-shape-wrong-sums-at-3-4", "13_debugging", "c08",
+         "at 3 or 4 ranks, some ranks **return wrong sums** without any error while the others\n"
+         "wait until the timeout", "all-reduce-shape-mismatch"),
+    gloo("13-no-checks-dtype-kills", "13_debugging", "c08",
+         "float32 against float64 (below, section 2) killed a process at\n2, 3 and 4 ranks",
+         "all-reduce-dtype-mismatch"),
+    gloo("13-detail-cost", "13_debugging", "c08b",
+         "runs a monitored barrier and two all_gathers of the\nfingerprint"),
+    gloo("13-detail-src-refused", "13_debugging", "c12",
+         "A `src` of `world_size` is refused on every\nrank before anything moves"),
+    gloo("13-short-scatter-list", "13_debugging", "c15",
+         "The source refuses at\nonce; the other ranks are already waiting"),
+    Claim("13-after-timeout-out-of-step", "13_debugging", "c17",
+          "After a timeout the ranks no longer agree on how many collectives they have run",
+          "test", "tests/notebooks/test_13_debugging.py::"
+          "test_short_scatter_list_errors_within_the_timeout_then_a_restart_works"),
+    gloo("13-detail-names-absent-ranks", "13_debugging", "c20",
+         "tells rank 0 *who* did not arrive"),
+    Claim("13-ipyparallel-drops-dead-engine", "13_debugging", "c26",
+          "ipyparallel has dropped the dead engine", "test",
+          "tests/notebooks/test_13_debugging.py::"
+          "test_a_rank_killed_mid_collective_is_named_and_the_start_cell_recovers"),
+    Claim("13-nccl-debug-at-init", "13_debugging", "c28",
+          "NCCL reads it when a communicator is created", "source",
+          "NCCL docs, Environment Variables: NCCL_DEBUG"),
+    Claim("13-start-cell-refuses-more-ranks-than-gpus", "13_debugging", "c33",
+          "The start cell checks what it is asked for before it starts any process",
+          "gpu-check", "more-ranks-than-gpus"),
+    # 14 groups and meshes
+    gloo("14-new-group-every-rank", "14_groups_and_meshes", "c06",
+         "By default `new_group` is called by **every** rank, in the same order: ranks "
+         "outside the group get a placeholder back, and `dist.get_rank(group)` answers −1 "
+         "on them"),
+    gloo("14-group-rank-renumbered", "14_groups_and_meshes", "c06",
+         "Inside the group, ranks are numbered again from 0: the **group rank**",
+         "14-new-group-every-rank"),
+    gloo("14-local-synchronization-skip", "14_groups_and_meshes", "c06",
+         "use_local_synchronization=True)` only the members wait for each other: a "
+         "non-member may skip the call, and one that makes it gets `None` back at once",
+         "14-new-group-local-synchronization"),
+    gloo("14-local-synchronization-names", "14_groups_and_meshes", "c06",
+         "a later such group, of ranks that did and did not join an earlier one, gets a "
+         "different name on each side and cannot form", "14-new-group-local-synchronization"),
+    gloo("14-local-synchronization-remember", "14_groups_and_meshes", "c33",
+         "`new_group(ranks, use_local_synchronization=True)` waits only for the members: "
+         "non-members may skip that call", "14-new-group-local-synchronization"),
+    gloo("14-new-group-waits-only-for-members", "14_groups_and_meshes", "c25",
+         "on gloo, creating a group waits only for\nits members"),
+    Claim("14-skipper-out-of-step-times-out", "14_groups_and_meshes", "c27",
+          "The ranks that made the call fail after the 3-second timeout", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_groups_and_meshes_notebook"),
+    gloo("14-skipper-gloo-connect-timeout", "14_groups_and_meshes", "c27",
+         "its `all_reduce` may time out after 3 s, or its connection set-up may fail with "
+         "gloo's `Connect timeout`, which is not the group's timeout but 5 times it"),
+    Claim("14-missed-call-recovers", "14_groups_and_meshes", "c27",
+          "Outside that group it returns at once, the counts agree again, and a new group works",
+          "test", "tests/notebooks/test_14_to_16_training_dp.py::test_groups_and_meshes_notebook"),
+    Claim("14-nccl-timeout-aborts-process", "14_groups_and_meshes", "c25",
+          "a NCCL communicator that times out may take its process down", "source",
+          "torch docs, TORCH_NCCL_ASYNC_ERROR_HANDLING (default 3: tear down)"),
+    gloo("14-new-subgroups-consecutive", "14_groups_and_meshes", "c09",
+         "cuts the world into consecutive groups of `cols`\nranks"),
+    gloo("14-get-global-rank", "14_groups_and_meshes", "c09",
+         "`dist.get_global_rank(group, i)` maps a group rank back to a global rank",
+         "14-new-subgroups-consecutive"),
+    gloo("14-device-mesh-row-major", "14_groups_and_meshes", "c04",
+         "`init_device_mesh` lays the ranks out **row-major**"),
+    gloo("14-mesh-groups-rows-columns", "14_groups_and_meshes", "c12",
+         "`mesh[\"tp\"]` is this rank's row, `mesh[\"dp\"]` its column",
+         "14-device-mesh-row-major"),
+    Claim("14-hierarchical-more-than-flat", "14_groups_and_meshes", "c24b",
+          "**On gloo the hierarchical all_reduce writes more than the flat one**", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_groups_and_meshes_notebook"),
+    gloo("14-reduce-scatter-costs-all-reduce", "14_groups_and_meshes", "c24b",
+         "gloo's `reduce_scatter` all-reduces the whole input in the row and keeps this "
+         "rank's chunk, so it writes what an all_reduce of the row's S writes",
+         "11-reduce-scatter-writes-an-all-reduce"),
+    gloo("14-phases-agree-with-the-model", "14_groups_and_meshes", "c24b",
+         "Phases 2 and 3 and the flat all_reduce agree with the model, plus gloo's 48-byte "
+         "message headers", "11-ring-and-direct-collectives-agree"),
+    Claim("14-nccl-ring-reduce-scatter", "14_groups_and_meshes", "c24b",
+          "NCCL runs a ring reduce_scatter, (c−1)/c·S per rank", "source",
+          "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
+          "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+    Claim("14-only-phase-2-crosses-rows", "14_groups_and_meshes", "c33",
+          "of which only phase 2's 2(r−1)/r·S/c cross between rows", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_groups_and_meshes_notebook"),
+    Claim("14-gloo-sends-more-remember", "14_groups_and_meshes", "c33",
+          "measured on gloo, whose reduce_scatter costs an all_reduce, it sends more than the "
+          "flat all_reduce", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_groups_and_meshes_notebook"),
+    # 15 data parallel
+    gloo("15-ddp-buckets-default", "15_data_parallel", "c26",
+         "buckets of 25 MiB by default,\nthe first of 1 MiB. In the first step every gradient "
+         "goes into one bucket"),
+    gloo("15-ddp-buckets-ready-order", "15_data_parallel", "c26",
+         "from then on the buckets follow the order in which the gradients became ready",
+         "15-ddp-buckets-default"),
+    gloo("15-ddp-rebuild-agreement", "15_data_parallel", "c26",
+         "at the second step's forward the ranks agree on the rebuilt buckets",
+         "15-ddp-buckets-default"),
+    Claim("15-ddp-bytes-measured-not-counted", "15_data_parallel", "c26",
+          "DDP calls gloo from C++, so `count_collectives` counts none of its calls, but its "
+          "bytes pass through the same sockets", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_data_parallel_notebook"),
+    gloo("15-all-reduce-headers-per-call", "15_data_parallel", "c13",
+         "an `all_reduce` call of 64 bytes up to 2n MiB writes\n12(n−1) of them per rank"),
+    Claim("15-toy-headers-large-share", "15_data_parallel", "c13",
+          "This model's gradients are tiny, so the headers are a large share of what travels",
+          "test", "tests/notebooks/test_14_to_16_training_dp.py::test_data_parallel_notebook"),
+    gloo("15-fewer-calls-fewer-bytes", "15_data_parallel", "c20",
+         "every call writes its own headers, so fewer, larger calls write fewer bytes",
+         "15-all-reduce-headers-per-call"),
+    Claim("15-ddp-one-call-fewer-headers", "15_data_parallel", "c28a",
+          "one `all_reduce` per step instead of four, so on gloo fewer headers", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_data_parallel_notebook"),
+    Claim("15-ddp-second-step-more", "15_data_parallel", "c28a",
+          "Its second step writes a little more than the others", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_data_parallel_notebook"),
+    gloo("15-async-returns-at-once", "15_data_parallel", "c25",
+         "so the call\nreturns at once"),
+    gloo("15-completes-when-every-rank-joined", "15_data_parallel", "c25",
+         "a\ncollective completes only when **every** rank has joined it",
+         "15-async-returns-at-once"),
+    Claim("15-hooks-launch-during-backward", "15_data_parallel", "c21",
+          "can launch the bucket's `all_reduce` at once, with\n`async_op=True`", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_data_parallel_notebook"),
+    Claim("15-ddp-same-parameters", "15_data_parallel", "c37",
+          "`DistributedDataParallel` does the same and ends with the same parameters", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_data_parallel_notebook"),
+    Claim("15-nccl-separate-stream", "15_data_parallel", "c25",
+          "With NCCL on GPUs the collectives run as kernels on a\nseparate CUDA stream",
+          "gpu-check", "collective-own-stream"),
+    # 16 ZeRO and FSDP
+    gloo("16-fsdp2-dim0-chunk", "16_zero_fsdp", "c04",
+         "Each tensor is split by **rows** (dim 0) like FSDP2 does (`torch.chunk`)",
+         "16-fsdp2-chunk-rows"),
+    gloo("16-fsdp2-dtensor-pieces", "16_zero_fsdp", "c24",
+         "Its parameters become DTensors; `p.to_local()` is this rank's piece",
+         "16-fsdp2-chunk-rows"),
+    gloo("16-fsdp2-unpadded-piece", "16_zero_fsdp", "c33",
+         "FSDP2 does the same, and its `to_local()` shows the unpadded piece",
+         "16-fsdp2-chunk-rows"),
+    gloo("16-ddp-reducer-copy", "16_zero_fsdp", "c08",
+         "flat buffers as large as the gradients, a second copy beside the `.grad` tensors "
+         "unless `gradient_as_bucket_view=True` makes each `.grad` a view into them"),
+    gloo("16-reducer-buffers-unseen", "16_zero_fsdp", "c08",
+         "No parameter, gradient or optimizer state leads to those buffers",
+         "16-ddp-reducer-copy"),
+    gloo("16-adam-step-counter", "16_zero_fsdp", "c18",
+         "a 4-byte `step` counter per tensor that torch's Adam keeps"),
+    gloo("16-adam-step-counter-no-rows", "16_zero_fsdp", "c36",
+         "even for a tensor of which a rank has no rows", "16-adam-step-counter"),
+    gloo("16-larger-message-aborts", "16_zero_fsdp", "c33",
+         "in an `all_gather` whose pieces differ from rank to rank, a rank that receives a "
+         "piece larger than it expects is aborted", "16-uneven-all-gather-aborts"),
+    gloo("16-larger-message-aborts-receiver", "16_zero_fsdp", "c33",
+         "a message larger than the receive buffer aborts the receiving process",
+         "send-longer"),
+    gloo("16-skipped-collective-waits", "16_zero_fsdp", "c28",
+         "The other ranks wait in that `reduce_scatter` for rank 1"),
+    gloo("16-reduce-scatter-costs-all-reduce", "16_zero_fsdp", "c12",
+         "gloo's sends as many as an all_reduce", "11-reduce-scatter-writes-an-all-reduce"),
+    gloo("16-gloo-reduce-scatter-all-reduce-bytes", "16_zero_fsdp", "c21",
+         "gloo's `reduce_scatter` all-reduces the whole input and keeps this rank's rows, so "
+         "it writes what an all_reduce of the same input writes",
+         "11-reduce-scatter-writes-an-all-reduce"),
+    Claim("16-gloo-stages-send-more", "16_zero_fsdp", "c21",
+          "stages 2 and 3 send more than the model says", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_zero_fsdp_notebook"),
+    Claim("16-headers-outweigh-data", "16_zero_fsdp", "c21",
+          "which for this toy model's small tensors weigh more than the data", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_zero_fsdp_notebook"),
+    Claim("16-nccl-ring-reduce-scatter", "16_zero_fsdp", "c21",
+          "NCCL runs a ring reduce_scatter", "source",
+          "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
+          "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+    Claim("16-gloo-both-send-more-remember", "16_zero_fsdp", "c39",
+          "Measured on gloo, whose reduce_scatter costs an all_reduce, both send more", "test",
+          "tests/notebooks/test_14_to_16_training_dp.py::test_zero_fsdp_notebook"),
+    Claim("16-fsdp2-same-parameters", "16_zero_fsdp", "c39",
+          "Each stage computes exactly DP's step (here to ~1e-16 in float64, and FSDP2 too)",
+          "test", "tests/notebooks/test_14_to_16_training_dp.py::test_zero_fsdp_notebook"),
+    # 17 tensor parallel
+    gloo("17-parallelize-module-dtensor", "17_tensor_parallel", "cell-27",
+         "The parameters become `DTensor`s; `to_local()` is this\nrank's shard",
+         "17-parallelize-module-functional"),
+    gloo("17-functional-collectives-not-counted", "17_tensor_parallel", "cell-29",
+         "the output is an `AsyncCollectiveTensor` of torch's functional\ncollectives",
+         "17-parallelize-module-functional"),
+    Claim("17-parallelize-module-same-output", "17_tensor_parallel", "cell-00",
+          "torch's own `parallelize_module` gives the same output", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_tensor_parallel_notebook"),
+    gloo("17-f-backward-needs-input-grad", "17_tensor_parallel", "cell-19",
+         "without it autograd never calls *f*'s backward", "17-function-backward-needs-grad"),
+    Claim("17-measured-is-model-plus-headers", "17_tensor_parallel", "cell-26",
+          "Measured and model differ by gloo's headers", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_tensor_parallel_notebook"),
+    Claim("17-gloo-header-per-message", "17_tensor_parallel", "cell-26",
+          "every message gloo sends starts with a\n48-byte header", "test",
+          "tests/helpers/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    Claim("17-no-collective-no-bytes", "17_tensor_parallel", "cell-26",
+          "A layer that\ncalls no collective writes nothing at all", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_tensor_parallel_notebook"),
+    Claim("17-functional-bytes-measured", "17_tensor_parallel", "cell-29",
+          "Their bytes are measured all the same", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_tensor_parallel_notebook"),
+    Claim("17-torch-writes-the-same-bytes", "17_tensor_parallel", "torch-bytes-note",
+          "torch's layers write what the hand-built model says, up to gloo's\nheaders", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_tensor_parallel_notebook"),
+    Claim("17-remember-same-bytes", "17_tensor_parallel", "cell-41",
+          "DTensor parameters and functional collectives, and writes the same bytes", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_tensor_parallel_notebook"),
+    Claim("17-remember-header-per-message", "17_tensor_parallel", "cell-41",
+          "gloo writes that plus a 48-byte header per\n  message", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_tensor_parallel_notebook"),
+    # 18 pipeline parallel
+    gloo("18-gloo-send-waits-for-recv", "18_pipeline_parallel", "cell-28",
+         "on gloo a\n`send` waits for the matching `recv` (notebook 09): neither returns",
+         "both-send-first"),
+    gloo("18-blocking-send-includes-wait", "18_pipeline_parallel", "cell-15",
+         "on gloo it returns once the receiver has taken the data", "both-send-first"),
+    Claim("18-gpipe-blocking-safe", "18_pipeline_parallel", "cell-09",
+          "Blocking `send` and `recv` are safe here", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_pipeline_parallel_notebook"),
+    gloo("18-two-blocking-sends-deadlock", "18_pipeline_parallel", "cell-11",
+         "written with two blocking calls this deadlocks", "both-send-first"),
+    Claim("18-batched-pair-no-deadlock", "18_pipeline_parallel", "cell-30",
+          "The schedule above does not deadlock because each such pair of transfers is one\n"
+          "`batch_isend_irecv`", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_pipeline_parallel_notebook"),
+    gloo("18-gpipe-scale-grads", "18_pipeline_parallel", "cell-25",
+         "By default (`scale_grads=True`) it divides the gradients\nby *m*"),
+    gloo("18-torch-runs-same-schedules", "18_pipeline_parallel", "cell-33",
+         "which computes in the same order as our 1F1B (at most *p* − *s* in flight on "
+         "stage *s*)",
+         "18-torch-schedule-order"),
+    gloo("18-torch-1f1b-warmup-then-1b1f", "18_pipeline_parallel", "torch-1f1b-note",
+         "stage *s* first runs min(*m*, *p* − *s*) forwards\n(its warm-up), then repeats *one "
+         "backward, then one forward*", "18-torch-schedule-order"),
+    gloo("18-torch-1f1b-refuses-m-below-p", "18_pipeline_parallel", "torch-1f1b-refuses",
+         "torch's refuses it\nwhen the schedule is built, on every rank, before anything is sent",
+         "18-torch-schedule-order"),
+    Claim("18-torch-1f1b-same-order-as-ours", "18_pipeline_parallel", "torch-1f1b-read",
+          "So the two compute in the same order on every stage", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_pipeline_parallel_notebook"),
+    Claim("18-more-microbatches-smaller-bubble", "18_pipeline_parallel", "cell-20",
+          "with\nseveral micro-batches the measured bubble gets below its value with one", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_pipeline_parallel_notebook"),
+    Claim("18-send-writes-s-plus-96", "18_pipeline_parallel", "bytes-read",
+          "a `send` of *S* bytes\nwrites *S* + 96 bytes on the sender and 48 on the receiver",
+          "test", "tests/helpers/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    Claim("18-batched-same-headers", "18_pipeline_parallel", "bytes-read",
+          "blocking or batched in `batch_isend_irecv` alike", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_pipeline_parallel_notebook"),
+    Claim("18-schedules-send-the-same-bytes", "18_pipeline_parallel", "bytes-read",
+          "The two schedules send\nthe same bytes", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_pipeline_parallel_notebook"),
+    Claim("18-remember-more-microbatches-more-headers", "18_pipeline_parallel", "cell-33",
+          "gloo adds a 48-byte header\n  per message, so more micro-batches write a little more",
+          "test", "tests/notebooks/test_17_to_19_training_tp.py::test_pipeline_parallel_notebook"),
+    gloo("18-remember-torch-refuses-m-below-p", "18_pipeline_parallel", "cell-33",
+         "then \"1B1F\" steps, and refuses\n  *m* < *p*", "18-torch-schedule-order"),
+    Claim("18-torch-gpipe-same-loss", "18_pipeline_parallel", "cell-00",
+          "`torch.distributed.pipelining.ScheduleGPipe` on the same stages gives the same loss",
+          "test", "tests/notebooks/test_17_to_19_training_tp.py::test_pipeline_parallel_notebook"),
+    Claim("18-cuda-async", "18_pipeline_parallel", "cell-07",
+          "CUDA work is launched asynchronously", "source",
+          "torch docs, CUDA semantics: Asynchronous execution (notes/cuda.html)"),
+    # 19 2-D parallel
+    gloo("19-mesh-row-by-row", "19_two_d_parallel", "cell-04",
+         "lays the ranks\nout row by row", "14-device-mesh-row-major"),
+    gloo("19-f-only-when-input-needs-grad", "19_two_d_parallel", "cell-11",
+         "*f*'s `all_reduce` only runs when the\nlayer's input needs a gradient",
+         "17-function-backward-needs-grad"),
+    Claim("19-plan-matches-record", "19_two_d_parallel", "cell-11",
+          "Backward, nothing", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_two_d_notebook"),
+    Claim("19-wrong-group-silent", "19_two_d_parallel", "cell-20",
+          "the shapes match (every\nrank's `W1` shard has the same shape), so nothing fails",
+          "test", "tests/notebooks/test_17_to_19_training_tp.py::test_two_d_notebook"),
+    Claim("19-one-rank-group-sends-nothing", "19_two_d_parallel", "step-bytes-read",
+          "A data-parallel group of one rank (the\n1 × *n* meshes) sends nothing at all", "test",
+          "tests/notebooks/test_17_to_19_training_tp.py::test_two_d_notebook"),
+    Claim("19-headers-outweigh-small-shards", "19_two_d_parallel", "step-bytes-read",
+          "gloo's 48-byte headers, which the model leaves out, weigh as much as the data\nor more",
+          "test", "tests/notebooks/test_17_to_19_training_tp.py::test_two_d_notebook"),
+    gloo("19-remember-fewer-larger-calls", "19_two_d_parallel", "cell-26",
+         "Such small calls pay\n  gloo's headers more than their data: fewer, larger calls send "
+         "fewer bytes", "19-fewer-calls-fewer-bytes"),
+    gloo("19-one-flat-call-fewer-headers", "19_two_d_parallel", "step-bytes-read",
+         "the same all-reduced bytes in one flat tensor would pay for one call's\nheaders "
+         "instead of four", "19-fewer-calls-fewer-bytes"),
+    gloo("19-ddp-broadcasts-when-built", "19_two_d_parallel", "cell-25",
+         "`DistributedDataParallel` broadcasts rank 0's parameters when it is built"),
+    gloo("19-ddp-gathers-shapes-when-built", "19_two_d_parallel", "cell-25",
+         "gathers every rank's parameter shapes to check they agree", "19-map-torch-apis"),
+    gloo("19-parallelize-module-scatters", "19_two_d_parallel", "cell-25",
+         "`parallelize_module` scatters each sharded weight from rank 0", "19-map-torch-apis"),
+    gloo("19-parallelize-module-broadcasts", "19_two_d_parallel", "cell-25",
+         "`parallelize_module` broadcasts the replicated parameter", "19-map-torch-apis"),
+    gloo("19-fsdp2-reduce-scatter-as-all-reduce", "19_two_d_parallel", "cell-25",
+         "FSDP2's reduce_scatter, which gloo runs as an all_reduce", "19-map-torch-apis"),
+    Claim("19-map-rows-true", "19_two_d_parallel", "cell-25",
+          "| gather (02) | — | not used in 14–19 |", "test",
+          "tests/tools/test_map_of_the_series.py::test_the_map_of_19_is_true_for_14_to_19"),
+)
+
+# ---------------------------------------------------------------- running them
+
+def _batch(rank, world_size, sources):
+    """Run several cases one after the other in this disposable rank (see _batch_results)."""
+    seen = {}
+    for name, source in sources.items():
+        namespace = dict(globals())
+        exec(source, namespace)
+        try:
+            seen[name] = {"result": namespace[name](rank, world_size)}
+        except Exception as err:
+            seen[name] = {"error": f"{type(err).__name__}: {err}"}
+    return seen
+
+
+def _batched_keys(n: int, detail: bool) -> list[str]:
+    return sorted({key for key, entry in CASES.items() if entry and not entry.alone
+                   and entry.detail == detail and n in entry.sizes})
+
+
+@lru_cache(maxsize=None)
+def _batch_results(n: int, detail: bool) -> dict[str, list[RankOutcome]]:
+    keys = _batched_keys(n, detail)
+    sources = {CASES[key].case.__name__: case_source(CASES[key].case) for key in keys}
+    outcomes = run_disposable(_batch, world_size=n, args={"sources": sources},
+                              timeout_s=10.0, limit_s=120.0, detail=detail)
+    assert all(o.returncode == 0 and o.error is None for o in outcomes), \
+        [o.summary() for o in outcomes]
+    per_key = {}
+    for key in keys:
+        name = CASES[key].case.__name__
+        per_key[key] = [RankOutcome(o.rank, 0, o.result[name].get("result"),
+                                    o.result[name].get("error"), o.seconds)
+                        for o in outcomes]
+    return per_key
+
+
+@lru_cache(maxsize=None)
+def _outcomes(key: str, n: int) -> list[RankOutcome]:
+    """Every rank's outcome of case `key` at world size n (each case runs once per size)."""
+    entry = CASES[key]
+    if entry.alone:
+        return run_disposable(entry.case, world_size=n, timeout_s=entry.timeout_s,
+                              limit_s=60.0, detail=entry.detail)
+    return _batch_results(n, entry.detail)[key]
+
+
+GLOO_RUNS = [(c.key, c.evidence, n) for c in CLAIMS if c.kind == "gloo"
+             and c.evidence != "13-detail-cost" for n in CASES[c.evidence].sizes]
+
+
+@pytest.mark.parametrize("claim_key, case_key, n", GLOO_RUNS,
+                         ids=[f"{claim}-n{n}" for claim, _, n in GLOO_RUNS])
+def test_gloo_claim(claim_key, case_key, n):
+    """The behaviour the claim `claim_key` describes, run on `n` disposable gloo ranks."""
+    CASES[case_key].expect(_outcomes(case_key, n), n)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_detail_checks_cost_time(n):
+    """13-detail-cost: a 1-element all_reduce is slower with the DETAIL checks than without."""
+    entry = CASES["13-detail-cost"]
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(3):   # alternated, the fastest of each: the suite runs other work beside
+        for detail in (False, True):
+            times[detail].append(max(_returned(o) for o in run_disposable(
+                entry.case, world_size=n, detail=detail)))
+    off, on = min(times[False]), min(times[True])
+    assert on > 1.5 * off, times
+
+
+# ---------------------------------------------------------------- the ledger itself
+
+def _cell_text(stem: str, cell_id: str) -> str:
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.get("id") == cell_id:
+            return cell.source
+    raise AssertionError(f"{stem} has no cell {cell_id}")
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c.key for c in CLAIMS])
+def test_the_quote_is_still_in_its_cell(claim):
+    assert _flat(claim.quote) in _flat(_cell_text(claim.notebook, claim.cell)), \
+        f"{claim.notebook} cell {claim.cell} no longer says: {claim.quote!r}"
+
+
+def test_keys_are_unique_and_every_claim_has_evidence():
+    keys = [c.key for c in CLAIMS]
+    assert len(keys) == len(set(keys))
+    checklist = {item.key for item in CHECKLIST}
+    for c in CLAIMS:
+        assert c.kind in ("gloo", "test", "gpu-check", "source"), c
+        if c.kind == "gloo":
+            assert CASES.get(c.evidence) is not None, f"{c.key}: no case {c.evidence!r}"
+        elif c.kind == "gpu-check":
+            assert c.evidence in checklist, f"{c.key}: no gpu-check item {c.evidence!r}"
+        elif c.kind == "test":
+            path, name = c.evidence.split("::")
+            assert f"def {name}(" in (REPO / path).read_text(), c.evidence
+        else:
+            assert len(c.evidence) > 20, c   # names the document or source file
+
+
+def test_every_case_backs_a_claim():
+    used = {c.evidence for c in CLAIMS if c.kind == "gloo"}
+    assert set(CASES) <= used, set(CASES) - used
+
+
+def test_ledger_covers_every_notebook_and_the_readme_states_its_size():
+    assert {c.notebook[:2] for c in CLAIMS} == {f"{i:02d}" for i in range(20)}
+    readme = (REPO / "README.md").read_text()
+    gloo_tested = sum(c.kind in ("gloo", "test") for c in CLAIMS)
+    nccl = sum(c.kind in ("gpu-check", "source") for c in CLAIMS)
+    assert f"{len(CLAIMS)} claims" in readme, "README: the ledger's size is out of date"
+    assert f"{gloo_tested} run on gloo" in readme and f"{nccl} NCCL or nccl-tests" in readme
+
+
+# ---------------------------------------------------------------- gpu-check's checklist
+
+def test_gpu_checklist_marks_what_needs_more_gpus():
+    keys = [item.key for item in CHECKLIST]
+    assert len(keys) == len(set(keys))
+    by_key = {item.key: item for item in CHECKLIST}
+    for key in ("one-rank-group", "cpu-tensor-refused", "bitwise-refused",
+                "premul-sum-accepted", "isend-to-self", "nccl-bytes-not-on-sockets"):
+        assert by_key[key].min_gpus == 1 and by_key[key].check is not None
+    assert by_key["more-ranks-than-gpus"].min_gpus == 0
+    assert by_key["reduce-non-dst-untouched"].min_gpus == 2
+    assert all(item.source and item.claim for item in CHECKLIST)
+
+
+def test_gpu_check_without_a_gpu_lists_the_checklist_and_exits_2():
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TUTORIAL_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-m", "tools.gpu_check"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no GPU visible" in done.stderr
+    for item in CHECKLIST:
+        assert item.claim in done.stdout
+    assert done.stdout.count("2+ GPUs") >= 2 and "1+ GPUs" in done.stdout
+    # the one item a machine without GPUs can check: the refusal names the problem
+    assert "✓  [README] NCCL with more ranks than GPUs is refused" in done.stdout
+    assert "✗" not in done.stdout

@@ -1,0 +1,120 @@
+"""helpers.bench.wire and count_collectives' measurement, on disposable gloo groups at 2 and 4 ranks.
+
+The meter reads each connection's TCP_INFO counters: these tests pin what it must see
+(a quiet rank writes nothing; a send of S bytes reads S plus gloo's headers on the
+sender; a connection closed inside the block keeps its bytes) and that count_collectives'
+per-call figures add up to the block's.
+"""
+from __future__ import annotations
+
+import pytest
+
+from helpers.runtime.disposable import run_disposable
+from helpers.bench.wire import Wire, difference, peer_matrix
+
+SIZES = (8, 1 << 16, 1 << 23)
+
+
+def quiet_and_send(rank, world_size, sizes):
+    import time
+    from helpers.bench.wire import on_the_wire
+    with on_the_wire() as quiet:
+        time.sleep(0.2)
+        print("a rank that prints writes to its stdout, not to the other ranks " * 50)
+    sends = []
+    for size in sizes:
+        x = torch.ones(size // 4)  # noqa: F821 (the rank script defines torch)
+        dist.barrier()  # noqa: F821
+        with on_the_wire() as wire:
+            if rank == 0:
+                dist.send(x, 1)  # noqa: F821
+            elif rank == 1:
+                dist.recv(x, 0)  # noqa: F821
+        sends.append({"sent": wire.sent, "sockets": wire.sockets})
+    return {"quiet": quiet.sent, "sends": sends}
+
+
+@pytest.fixture(scope="module", params=[2, 4])
+def calibration(request):
+    outcomes = run_disposable(quiet_and_send, world_size=request.param,
+                              args={"sizes": list(SIZES)}, limit_s=90.0)
+    assert all(o.error is None and o.returncode == 0 for o in outcomes), \
+        [o.summary() for o in outcomes]
+    return [o.result for o in outcomes]
+
+
+def test_a_quiet_rank_writes_nothing(calibration):
+    assert [r["quiet"] for r in calibration] == [0] * len(calibration)
+
+
+def test_a_send_reads_its_bytes_plus_gloo_headers(calibration):
+    """Sender: S + 96 B (two 48-B headers); receiver: 48 B; everybody else 0, at every S."""
+    for i, size in enumerate(SIZES):
+        sent = [r["sends"][i]["sent"] for r in calibration]
+        assert sent == [size + 96, 48] + [0] * (len(calibration) - 2), (size, sent)
+        matrix, other = peer_matrix([r["sends"][i]["sockets"] for r in calibration])
+        assert matrix[0][1] == size + 96 and matrix[1][0] == 48 and other == [0] * len(other)
+        assert sum(map(sum, matrix)) == sum(sent)
+
+
+def ring_and_closed_group(rank, world_size):
+    from helpers.training.comm import count_collectives
+    x = torch.ones(1 << 18)  # noqa: F821  (1 MiB)
+    with count_collectives() as log:
+        dist.all_reduce(x)  # noqa: F821
+        side = dist.new_group(backend="gloo")  # noqa: F821  (new connections, mid-block)
+        dist.all_reduce(x, group=side)  # noqa: F821
+        dist.destroy_process_group(side)  # noqa: F821  (closed before the block ends)
+        work = dist.all_reduce(x, async_op=True)  # noqa: F821
+        work.wait()
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(256, 256))  # noqa
+        model(torch.ones(2, 256)).sum().backward()  # noqa: F821
+    return {"calls": [[c.name, c.measured, c.model] for c in log.entries],
+            "block": log.measured_bytes, "outside": log.outside_calls,
+            "sockets": log.wire.sockets, "table": log.table()}
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_count_collectives_measures_each_call_and_the_whole_block(n):
+    outcomes = run_disposable(ring_and_closed_group, world_size=n, limit_s=90.0)
+    assert all(o.error is None for o in outcomes), [o.summary() for o in outcomes]
+    size = 1 << 20
+    for o in outcomes:
+        got = o.result
+        names = [c[0] for c in got["calls"]]
+        assert names == ["all_reduce"] * 3, got["calls"]
+        first, side, async_call = got["calls"]
+        # a synchronous all_reduce: the ring's 2(n-1)/n·S plus at most 1% of headers
+        assert first[2] <= first[1] <= 1.01 * first[2], first
+        # the side group's connections opened and closed inside the block: still counted
+        assert side[2] <= side[1] <= 1.01 * side[2], side
+        assert async_call[1] is None                          # async: not per call
+        # the block holds every call, the async one and DDP's own C++ collectives
+        assert got["outside"] == got["block"] - first[1] - side[1]
+        assert got["outside"] > 2 * (n - 1) / n * size        # the async all_reduce
+        assert "(outside the calls)" in got["table"], got["table"]
+    matrix, other = peer_matrix([o.result["sockets"] for o in outcomes])
+    assert other == [0] * n
+    assert [sum(row) for row in matrix] == [o.result["block"] for o in outcomes]
+
+
+def test_peer_matrix_finds_the_owner_of_each_remote_end():
+    a, b, c = "127.0.0.1:1000", "127.0.0.1:2000", "127.0.0.1:3000"
+    nanny = "127.0.0.1:9000"
+    sockets = [{f"{a}>{b}": 10, f"{a}1>{nanny}": 7},
+               {f"{b}>{a}": 3, f"{b}1>{c}": 5},
+               {f"{c}>{b}1": 0}]
+    matrix, other = peer_matrix(sockets)
+    assert matrix == [[0, 10, 0], [3, 0, 5], [0, 0, 0]]
+    assert other == [7, 0, 0]
+
+
+def test_difference_counts_a_new_connection_from_zero():
+    assert difference({"x": 15, "y": 4}, {"x": 10}) == {"x": 5, "y": 4}
+
+
+def test_without_a_gloo_group_nothing_is_measured():
+    wire = Wire()
+    wire.start()
+    wire.stop()
+    assert wire.measured is False and wire.sent is None and wire.mark() == 0

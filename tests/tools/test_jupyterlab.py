@@ -1,0 +1,588 @@
+"""Notebook 05 in a real JupyterLab, driven in headless Chromium as a reader would.
+
+The server is started by the very `make lab` a reader types (free port and token passed as
+LAB_PORT / LAB_TOKEN; fresh config/runtime/settings dirs; its own process session), as
+whatever user runs the tests (root in containers: `make lab` must not refuse it). It must
+listen on loopback only and have the project's kernel registered. Chromium opens
+notebooks/05_all_reduce.ipynb, waits for the kernel, picks Run → Run All Cells,
+and the page must show a ✓ line for each of the 4 ranks and the plot. Then the
+cluster is started once more (the notebook's own teardown already ran) and the
+kernel is shut down through the REST API, as closing a notebook would: no engine
+may outlive it. The notebook file is never saved: it stays output-free.
+
+`make lab` is also run as root and as an unprivileged user (created when the tests run
+as root): its kernel must be on unix sockets (connection file, socket modes) with one TCP
+listener only (ipykernel's IOPub pipe), run a 2-rank cluster, and leave no process.
+Notebook 00's start cell must show "engines registered n/N" while it waits, then only
+its summary.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+import browser
+from conftest import NOTEBOOKS, REPO
+
+NB = NOTEBOOKS / "05_all_reduce.ipynb"
+N_RANKS = 4
+SERVER_START_S = 120
+KERNEL_IDLE_MS = 180_000
+RUN_ALL_S = 420             # the whole notebook, 4 engines, on a busy 2-core machine
+ENGINES_GONE_S = 15
+
+pytestmark = pytest.mark.notebook
+
+OUTPUTS_JS = """() => {
+  const texts = sel => [...document.querySelectorAll(sel)].map(el => el.textContent);
+  return {
+    stdout: texts('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stdout"]'),
+    stderr: texts('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'),
+    html: texts('.jp-OutputArea-output[data-mime-type="text/html"]'),
+    plots: [...document.querySelectorAll(
+              '.jp-OutputArea-output[data-mime-type="image/png"] img')]
+           .map(img => img.complete && img.naturalWidth > 0),
+    prompts: [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
+             .map(el => el.textContent.trim()),
+    status: [...document.querySelectorAll('.jp-StatusBar-TextItem')]
+            .map(el => el.textContent).join(' '),
+  };
+}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api(base: str, token: str, path: str, method: str = "GET", timeout: float = 10,
+         body: dict | None = None):
+    req = urllib.request.Request(f"{base}{path}", method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": f"token {token}",
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        body = resp.read()
+        return resp.status, (json.loads(body) if body else None)
+
+
+def _write_settings(settings: Path) -> None:
+    """No news pop-up, and never autosave: the committed notebook must stay output-free."""
+    for plugin, values in [("@jupyterlab/apputils-extension/notification", {"fetchNews": "false"}),
+                           ("@jupyterlab/docmanager-extension/plugin", {"autosave": False})]:
+        path = settings / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+def _engines(ipythondir: Path):
+    return [p for p in browser.processes_with_env("IPYTHONDIR", str(ipythondir))
+            if "IPP_CLUSTER_ID" in _environ(p)]
+
+
+def _environ(proc) -> dict:
+    try:
+        return proc.environ()
+    except Exception:
+        return {}
+
+
+def _listening(root_pid: int) -> list[tuple[str, int]]:
+    """(address, port) of every listening TCP socket of the process tree under root_pid."""
+    import psutil
+
+    tree = [psutil.Process(root_pid)]
+    tree += tree[0].children(recursive=True)
+    found = []
+    for proc in tree:
+        with contextlib.suppress(psutil.Error):
+            found += [(c.laddr.ip, c.laddr.port) for c in proc.net_connections("tcp")
+                      if c.status == psutil.CONN_LISTEN]
+    return found
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    with contextlib.suppress(OSError):
+        return path.read_text(errors="replace")[-n:]
+    return ""
+
+
+LAB_DIRS = ["JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
+            "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR", "TUTORIAL_RESULTS_DIR"]
+
+
+@contextlib.contextmanager
+def make_lab(work: Path, user: str | None = None, env_dir: Path | None = None):
+    """`make lab` on the repository with fresh Jupyter folders under `work`, run by `user`
+    (through runuser; None: whoever runs the tests); yields (base URL, token, dirs, log,
+    server). On the way out the server's process group is ended, and anything left with
+    its IPYTHONDIR."""
+    port, token = _free_port(), secrets.token_hex(16)
+    dirs = {name: work / name.lower() for name in LAB_DIRS}
+    # Kernel socket paths must fit in 107 bytes: a short folder, which Jupyter makes 0700
+    short = Path(tempfile.mkdtemp(prefix="nccl-jr-"))
+    dirs["JUPYTER_RUNTIME_DIR"] = short / "runtime"
+    for name, path in dirs.items():
+        if name != "JUPYTER_RUNTIME_DIR":
+            path.mkdir()
+    _write_settings(dirs["JUPYTERLAB_SETTINGS_DIR"])
+    env = dict(os.environ, **{k: str(v) for k, v in dirs.items()})
+    prefix: list[str] = []
+    if user is not None:
+        import pwd
+
+        _give_to(user, work)
+        _give_to(user, short)
+        env.pop("XDG_RUNTIME_DIR", None)   # this user's, not ours
+        env.update(HOME=pwd.getpwnam(user).pw_dir, USER=user, LOGNAME=user)
+        prefix = ["runuser", "-u", user, "--"]
+    log = work / "lab.log"
+    lab_args = ["--no-browser", "--ServerApp.port_retries=0",
+                f"--FileCheckpoints.checkpoint_dir={work / 'checkpoints'}",
+                "--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    cmd = prefix + ["make", "--no-print-directory", "lab", f"LAB_PORT={port}",
+                    f"LAB_TOKEN={token}", f"LAB_ARGS={' '.join(lab_args)}",
+                    f"ENV_DIR={env_dir or sys.prefix}"]
+    with open(log, "wb") as log_file:
+        server = subprocess.Popen(cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=log_file, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"JupyterLab exited {server.returncode}:\n{_tail(log)}")
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                if _api(base, token, "/api/status", timeout=5)[0] == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab not up after {SERVER_START_S} s:\n{_tail(log)}")
+            time.sleep(0.5)
+        yield base, token, dirs, log, server
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=15)
+        # Whatever a failure left behind (kernel, engines, reaper): end it.
+        ipythondir = str(dirs["IPYTHONDIR"])
+        browser.end_processes(browser.processes_with_env("IPYTHONDIR", ipythondir))
+        shutil.rmtree(short, ignore_errors=True)
+
+
+def _give_to(user: str, folder: Path) -> None:
+    """chown -R, never through a link (links lead into this environment)."""
+    import pwd
+
+    account = pwd.getpwnam(user)
+    os.lchown(folder, account.pw_uid, account.pw_gid)
+    for parent, names, files in os.walk(folder):
+        for name in names + files:
+            os.lchown(os.path.join(parent, name), account.pw_uid, account.pw_gid)
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A JupyterLab server on the repository; yields (base URL, token, IPYTHONDIR, log)."""
+    browser.require_chromium()
+    with make_lab(tmp_path) as (base, token, dirs, log, server):
+        yield base, token, dirs["IPYTHONDIR"], log, server
+
+
+ANIMATION_JS = """() => {
+  const box = document.querySelector('.step-animation');
+  if (!box) return null;
+  const img = box.querySelector('img'), slider = box.querySelector('input.anim-slider');
+  return {frames: Number(box.dataset.frames), src: img.getAttribute('src') || '',
+          loaded: img.complete && img.naturalWidth > 0,
+          slider: Number(slider.value), max: Number(slider.max)};
+}"""
+
+
+def _step_through_the_animation(page) -> None:
+    """The step-through animation's controls work in JupyterLab: its script ran (the
+    first frame is shown, the slider spans every frame), and the buttons change frames."""
+    state = page.evaluate(ANIMATION_JS)
+    assert state, "no step-animation output in the notebook"
+    assert state["src"].startswith("data:image/png;base64,") and state["loaded"], \
+        "the animation's script did not run: no frame shown"
+    assert state["max"] == state["frames"] - 1 >= 2, state
+    box = page.locator(".step-animation").first
+    box.scroll_into_view_if_needed()
+    shown = []
+    for button in ("First frame", "Next frame", "Next frame", "Last frame"):
+        box.get_by_role("button", name=button, exact=True).click()
+        shown.append(page.evaluate(ANIMATION_JS))
+    assert [s["slider"] for s in shown] == [0, 1, 2, state["frames"] - 1], shown
+    sources = [s["src"] for s in shown]
+    assert len(set(sources)) == 4 and all(s.startswith("data:image/png") for s in sources)
+
+
+def test_run_all_in_jupyterlab_then_kernel_shutdown_leaves_no_engine(lab):
+    base, token, ipythondir, log, server = lab
+    before = NB.read_bytes()
+    had_checkpoints = (NB.parent / ".ipynb_checkpoints").exists()
+    rel = NB.relative_to(NOTEBOOKS).as_posix()     # make lab serves notebooks/
+    _, specs = _api(base, token, "/api/kernelspecs")
+    assert "nccl-notebooks" in specs["kernelspecs"], f"kernel not registered: {list(specs)}"
+    listening = _listening(server.pid)
+    assert listening and all(ip in ("127.0.0.1", "::1") for ip, _ in listening), \
+        f"make lab listens beyond loopback: {listening}"
+    engines_seen = 0
+    with browser.chromium() as chromium:
+        context = chromium.new_context(viewport=browser.VIEWPORT)
+        try:
+            page = context.new_page()
+            watch = browser.PageWatch(page)
+            t0 = time.monotonic()
+            page.goto(f"{base}/lab/tree/{rel}?reset&token={token}",
+                      wait_until="domcontentloaded", timeout=120_000)
+            idle = page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle"))
+            idle.first.wait_for(timeout=KERNEL_IDLE_MS)
+            print(f"\nkernel idle {time.monotonic() - t0:.1f} s after opening the page")
+
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            t1 = time.monotonic()
+
+            last = {}
+
+            def finished():
+                nonlocal engines_seen
+                engines_seen = max(engines_seen, len(_engines(ipythondir)))
+                state = last["state"] = page.evaluate(OUTPUTS_JS)
+                shown = "\n".join(state["stdout"] + state["stderr"])
+                if "Traceback" in shown:
+                    pytest.fail(f"a cell failed in JupyterLab:\n{shown[-3000:]}")
+                done = (state["prompts"] and all(re.fullmatch(r"\[\d+\]:", p)
+                                                 for p in state["prompts"])
+                        and "Idle" in state["status"])
+                return state if done else None
+
+            try:
+                state = browser.wait_until(finished, RUN_ALL_S, "Run All Cells to finish", 1.0)
+            except BaseException:
+                page.screenshot(path=str(log.parent / "lab.png"))
+                print(f"last state: {last.get('state')}\nscreenshot: {log.parent / 'lab.png'}")
+                raise
+            print(f"Run All Cells: {time.monotonic() - t1:.1f} s")
+            # helpers.checks.Report shows its ✓ lines as HTML (text/html output)
+            stdout = "\n".join(state["stdout"] + state["html"])
+            for rank in range(N_RANKS):
+                assert f"rank {rank} ✓" in stdout, f"no 'rank {rank} ✓' line:\n{stdout[-3000:]}"
+            assert not re.search(r"rank \d+ ✗", stdout), stdout[-3000:]
+            assert state["plots"] and all(state["plots"]), f"plot not drawn: {state['plots']}"
+            assert engines_seen >= N_RANKS, \
+                f"saw {engines_seen} engine processes during the run (IPYTHONDIR not inherited?)"
+            print("console errors:", watch.errors)
+            _step_through_the_animation(page)
+
+            # The notebook's last cell stopped its cluster. Start one again, as a reader
+            # who runs "Start the ranks" once more and then closes the notebook would.
+            cell = page.locator(".jp-CodeCell", has_text="cluster = start_cluster(").first
+            prompt = cell.locator(".jp-InputPrompt")
+            previous = (prompt.text_content() or "").strip()
+            prompt.click()
+            page.keyboard.press("Control+Enter")
+            browser.wait_until(
+                lambda: (re.fullmatch(r"\[\d+\]:", (prompt.text_content() or "").strip())
+                         and (prompt.text_content() or "").strip() != previous
+                         and "Idle" in page.evaluate(OUTPUTS_JS)["status"]),
+                120, "the start_cluster cell to run again")
+            assert len(_engines(ipythondir)) >= N_RANKS, "start_cluster started no engines"
+        finally:
+            context.close()   # never saves: autosave is off and nothing pressed Ctrl+S
+
+    # Shut the kernel down through the REST API, as closing the notebook would.
+    _, kernels = _api(base, token, "/api/kernels")
+    assert len(kernels) == 1, kernels
+    status, _ = _api(base, token, f"/api/kernels/{kernels[0]['id']}", method="DELETE",
+                     timeout=60)
+    assert status == 204
+    t2 = time.monotonic()
+    browser.wait_until(lambda: not _engines(ipythondir), ENGINES_GONE_S,
+                       "the engines to end after the kernel shutdown")
+    print(f"engines gone {time.monotonic() - t2:.1f} s after the kernel shutdown")
+
+    # Stop make and its server; nothing started under them may remain.
+    server_pids = [p.pid for p in psutil.Process(server.pid).children(recursive=True)]
+    assert server_pids, "make lab has no child process (the server)"
+    os.killpg(server.pid, signal.SIGTERM)
+    server.wait(timeout=30)
+    browser.wait_until(lambda: not [p for p in server_pids if psutil.pid_exists(p)],
+                       ENGINES_GONE_S, "make lab's server process to end")
+    browser.wait_until(
+        lambda: not browser.processes_with_env("IPYTHONDIR", str(ipythondir)),
+        ENGINES_GONE_S, "every process of the server to end")
+    assert NB.read_bytes() == before, f"{rel} was written to by the JupyterLab test"
+    assert had_checkpoints or not (NB.parent / ".ipynb_checkpoints").exists(), \
+        "JupyterLab wrote .ipynb_checkpoints into notebooks/"
+
+
+# --- make lab as root and as a normal user: kernels on unix sockets -----------------------
+
+LAB_USER = "nccl-lab-test"
+KERNEL_CELL = """
+import json, os
+from ipykernel.kernelapp import IPKernelApp
+from helpers import start_cluster
+
+cluster = start_cluster(2, "gloo", quiet=True, warm=False)
+cluster.run("t = torch.ones(2) * (rank + 1)\\ndist.all_reduce(t)")
+values = cluster.values("t")
+cluster.stop()
+print("RESULT " + json.dumps({"pid": os.getpid(), "uid": os.getuid(), "values": values,
+                              "pipe_port": IPKernelApp.instance().iopub_thread._pipe_port}))
+"""
+
+
+def test_make_lab_refuses_a_runtime_folder_too_deep_for_unix_sockets(tmp_path):
+    deep = tmp_path / ("r" * 60)
+    started = time.monotonic()
+    done = subprocess.run(["make", "--no-print-directory", "lab", "LAB_PORT=1",
+                           f"ENV_DIR={sys.prefix}"], cwd=REPO, capture_output=True, text=True,
+                          env=dict(os.environ, JUPYTER_RUNTIME_DIR=str(deep)), timeout=120)
+    assert done.returncode != 0 and time.monotonic() - started < 60
+    assert f"unix sockets in {deep}" in done.stderr and "JUPYTER_RUNTIME_DIR" in done.stderr, \
+        done.stderr
+
+
+def _lab_user(who: str) -> str | None:
+    """The account `make lab` runs as: None for whoever runs the tests."""
+    is_root = os.geteuid() == 0
+    if who == "root":
+        if not is_root:
+            pytest.skip("not root: the 'normal user' case runs make lab as this user")
+        return None
+    if not is_root:
+        return None            # the tests already run as a normal user
+    import pwd
+
+    try:
+        pwd.getpwnam(LAB_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--create-home", "--shell", "/bin/bash",
+                        LAB_USER], check=True, capture_output=True, timeout=60)
+    return LAB_USER
+
+
+def _environment_for(user: str, work: Path) -> Path:
+    """A virtual environment `user` can run: this one, when it may execute its Python;
+    else a new one under `work` on the system's Python of the same version, that reads
+    this environment's packages (world-readable) and Jupyter files. Its own kernels
+    folder is left empty: `make lab`, run as `user`, registers the kernel there."""
+    python_ok = subprocess.run(["runuser", "-u", user, "--", sys.executable, "-c", ""],
+                               capture_output=True, timeout=60).returncode == 0
+    if python_ok:
+        return Path(sys.prefix)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    system_python = Path("/usr/bin") / version
+    if not system_python.exists():
+        pytest.skip(f"{user} may not run {sys.executable} (its base Python is private) "
+                    f"and there is no {system_python} to build an environment on")
+    env_dir = work / "venv"
+    subprocess.run([str(system_python), "-m", "venv", "--without-pip", str(env_dir)],
+                   check=True, capture_output=True, timeout=120)
+    ours = Path(sys.prefix)
+    site_packages = env_dir / "lib" / version / "site-packages"
+    (site_packages / "nccl_notebooks_shared.pth").write_text(
+        f"import site; site.addsitedir({str(ours / 'lib' / version / 'site-packages')!r})\n")
+    jupyter_share = env_dir / "share" / "jupyter"
+    jupyter_share.mkdir(parents=True)
+    for entry in (ours / "share" / "jupyter").iterdir():
+        if entry.name != "kernels":
+            (jupyter_share / entry.name).symlink_to(entry)
+    (env_dir / "etc").symlink_to(ours / "etc")
+    (env_dir / ".nccl-notebooks-installed").touch()   # make: installed, do not pip install
+    return env_dir
+
+
+def _processes_of_uid(uid: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["uids", "status"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.info["uids"].real == uid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
+
+
+def _assert_kernel_on_unix_sockets(runtime: Path, kernel_id: str, uid: int) -> None:
+    """The kernel's connection file says ipc, and its sockets are owner-only, in an
+    owner-only folder: nobody else can connect to them."""
+    info = json.loads((runtime / f"kernel-{kernel_id}.json").read_text())
+    assert info["transport"] == "ipc", info
+    assert Path(info["ip"]).parent == runtime, info
+    folder = runtime.stat()
+    assert folder.st_mode & 0o777 == 0o700 and folder.st_uid == uid, oct(folder.st_mode)
+    paths = {channel: Path(f"{info['ip']}-{info[channel + '_port']}")
+             for channel in ("shell", "iopub", "stdin", "control", "hb")}
+    browser.wait_until(lambda: all(p.exists() for p in paths.values()), 120,
+                       f"the kernel's sockets {sorted(map(str, paths.values()))}")
+    for channel, path in paths.items():
+        mode = path.stat().st_mode
+        assert stat.S_ISSOCK(mode), f"{channel}: {path} is not a unix socket"
+        assert mode & 0o077 == 0 and path.stat().st_uid == uid, (channel, oct(mode))
+
+
+def _closed_folder_above(path: Path) -> Path | None:
+    """The first folder down to `path` that other users may not enter (no o+x), if any:
+    where the user cloned, not something the project can change."""
+    for folder in [*reversed(path.resolve().parents), path.resolve()]:
+        if not folder.stat().st_mode & 0o001:
+            return folder
+    return None
+
+
+@pytest.mark.parametrize("who", ["root", "normal user"])
+def test_make_lab_kernels_on_unix_sockets(who):
+    user = _lab_user(who)
+    work = Path(tempfile.mkdtemp(prefix="nccl-lab-"))
+    uid = os.getuid() if user is None else __import__("pwd").getpwnam(user).pw_uid
+    try:
+        env_dir = Path(sys.prefix) if user is None else _environment_for(user, work)
+        if user is not None:
+            _give_to(user, work)
+            closed = _closed_folder_above(REPO)
+            if closed is not None:
+                pytest.skip(f"the checkout lies in {closed}, which other users may not enter "
+                            f"(mode {oct(closed.stat().st_mode & 0o777)}): a second user "
+                            "cannot share this install; clone where others may read to run it")
+            readable = subprocess.run(
+                ["runuser", "-u", user, "--", "sh", "-c",
+                 'test -r "$1/Makefile" && "$2/bin/python" -c "import helpers, jupyterlab"',
+                 "sh", str(REPO), str(env_dir)], capture_output=True, text=True, timeout=120)
+            assert readable.returncode == 0, (
+                f"{user} cannot read {REPO} or use {env_dir}, as a student on a shared "
+                f"install must:\n{readable.stderr[-2000:]}")
+        with make_lab(work, user, env_dir) as (base, token, dirs, log, server):
+            listening = _listening(server.pid)
+            assert listening and all(ip in ("127.0.0.1", "::1") for ip, _ in listening), \
+                f"make lab listens beyond loopback: {listening}"
+            status, kernel = _api(base, token, "/api/kernels", method="POST",
+                                  body={"name": "nccl-notebooks"}, timeout=60)
+            assert status == 201, kernel
+            _assert_kernel_on_unix_sockets(dirs["JUPYTER_RUNTIME_DIR"], kernel["id"], uid)
+
+            ran = browser.execute_in_kernel(base, token, kernel["id"], KERNEL_CELL, 300)
+            assert ran["status"] == "ok", f"{ran}\n{_tail(log)}"
+            result = json.loads(ran["stdout"].split("RESULT ", 1)[1])
+            assert result["uid"] == uid and result["values"] == [[3.0, 3.0]] * 2, result
+            # ipykernel's one TCP listener: the IOPub pipe for forked children's output
+            kernel_listeners = [(c.laddr.ip, c.laddr.port) for c in
+                                psutil.Process(result["pid"]).net_connections("tcp")
+                                if c.status == psutil.CONN_LISTEN]
+            assert kernel_listeners == [("127.0.0.1", result["pipe_port"])], kernel_listeners
+
+            status, _ = _api(base, token, f"/api/kernels/{kernel['id']}", method="DELETE",
+                             timeout=60)
+            assert status == 204
+            browser.wait_until(lambda: not psutil.pid_exists(result["pid"]), ENGINES_GONE_S,
+                               "the kernel to end after its shutdown")
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+            browser.wait_until(
+                lambda: not browser.processes_with_env("IPYTHONDIR", str(dirs["IPYTHONDIR"])),
+                ENGINES_GONE_S, "every process of the server to end")
+            if user is not None:
+                browser.wait_until(lambda: not _processes_of_uid(uid), ENGINES_GONE_S,
+                                   f"every process of {user} to end")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --- live start-up progress (helpers.runtime.cluster, issue 15) ---------------------------
+
+NB_START = NOTEBOOKS / "00_ranks_and_world.ipynb"
+PROGRESS = re.compile(r"engines registered.*?(\d+)\s*/\s*(\d+)|(\d+)\s*/\s*(\d+)[^\n]*?"
+                      r"engines registered", re.S)
+START_CELL_S = 300
+
+# Records every text the start cell's output area shows, as it changes (MutationObserver:
+# a count that changes faster than a poll would still be seen).
+WATCH_START_CELL_JS = """() => {
+  const cell = [...document.querySelectorAll('.jp-CodeCell')].find(c =>
+      c.querySelector('.jp-InputArea')?.textContent.includes('cluster = start_cluster('));
+  if (!cell) return false;
+  window.__startCell = cell;
+  window.__startTexts = [];
+  const note = () => {
+    const area = cell.querySelector('.jp-OutputArea');
+    const text = area ? area.textContent : '';
+    const seen = window.__startTexts;
+    if (seen.length === 0 || seen[seen.length - 1] !== text) seen.push(text);
+  };
+  new MutationObserver(note).observe(cell,
+      {childList: true, subtree: true, characterData: true});
+  note();
+  return true;
+}"""
+
+
+def test_start_cell_shows_engines_registering_then_only_the_summary(lab):
+    """While `start_cluster` waits for its engines, its cell shows "engines registered n/N";
+    the progress line is replaced by the summary ("... backend gloo ...") when it is done."""
+    base, token, ipythondir, log, server = lab
+    rel = NB_START.relative_to(NOTEBOOKS).as_posix()
+    with browser.chromium() as chromium:
+        context = chromium.new_context(viewport=browser.VIEWPORT)
+        try:
+            page = context.new_page()
+            page.goto(f"{base}/lab/tree/{rel}?reset&token={token}",
+                      wait_until="domcontentloaded", timeout=120_000)
+            idle = page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle"))
+            idle.first.wait_for(timeout=KERNEL_IDLE_MS)
+            assert page.evaluate(WATCH_START_CELL_JS), "no start_cluster cell in notebook 00"
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+            def texts() -> list[str]:
+                return page.evaluate("() => window.__startTexts")
+
+            def start_cell_done():
+                seen = texts()
+                if "Traceback" in seen[-1]:
+                    pytest.fail(f"the start cell failed:\n{seen[-1][-3000:]}")
+                return seen if "backend gloo" in seen[-1] else None
+
+            browser.wait_until(start_cell_done, START_CELL_S, "the start cell's summary", 0.2)
+            browser.wait_until(  # the cell has finished: its prompt has a number
+                lambda: re.fullmatch(r"\[\d+\]:", page.evaluate(
+                    "() => window.__startCell.querySelector('.jp-InputPrompt')"
+                    ".textContent.trim()")), 60, "the start cell to finish")
+            seen = texts()
+            final = seen[-1]
+            summary_at = next(i for i, text in enumerate(seen) if "backend gloo" in text)
+            counts = [(m.group(1) or m.group(3), m.group(2) or m.group(4))
+                      for text in seen[:summary_at] for m in PROGRESS.finditer(text)]
+            assert counts, f"no 'engines registered n/N' before the summary; shown: {seen}"
+            assert all(total == str(N_RANKS) for _, total in counts), counts
+            assert "engines registered" not in final, f"progress left in the output:\n{final}"
+        finally:
+            context.close()   # never saves the notebook
+    _, kernels = _api(base, token, "/api/kernels")
+    for kernel in kernels:
+        _api(base, token, f"/api/kernels/{kernel['id']}", method="DELETE", timeout=60)
