@@ -15,7 +15,7 @@ PYTHON := $(ENV_DIR)/bin/python
 INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install install-mpi html slides student test test-quick lab gpu-check images bench compare shared-cells clean
+.PHONY: help install install-mpi html slides student test test-quick lint lab gpu-check images bench compare shared-cells clean
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
@@ -25,6 +25,7 @@ help:
 	@echo "make install-mpi mpi4py, for TUTORIAL_LAUNCHER=mpi (Open MPI from your OS)"
 	@echo "make test        the whole test suite (real kernels and engines, gloo on CPU)"
 	@echo "make test-quick  the suite without the slow notebook executions"
+	@echo "make lint        ruff (pyflakes rules) over the code and the notebooks' cells"
 	@echo "make lab         JupyterLab with the project's kernel"
 	@echo "make gpu-check   the NCCL path, on a machine with GPUs"
 	@echo "make images      redraw images/ from the NumPy models"
@@ -56,11 +57,14 @@ slides: html
 student: $(INSTALLED)
 	$(PYTHON) -m tools.classroom student
 
-test: $(INSTALLED)
+test: lint
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
-test-quick: $(INSTALLED)
+test-quick: lint
 	$(PYTHON) -m pytest -m "not notebook" $(PYTEST_ARGS)
+
+lint: $(INSTALLED)
+	$(PYTHON) -m tools.lint
 
 # JupyterLab on loopback only (the browser needs HTTP: 127.0.0.1, a token), its kernels on
 # unix sockets (--KernelManager.transport=ipc) in Jupyter's owner-only runtime folder, and

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -40,11 +39,11 @@ from typing import Any, Callable
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
-from helpers.bench import ratios as settle_ratios  # noqa: E402
-from helpers.bench.ratios import Group, Ratio  # noqa: E402
-
-TARGETS = {"busbw": (">=", 0.95), "latency": ("<=", 1.10)}
-BW_BYTES, LAT_BYTES = 64 << 20, 4
+sys.path.insert(0, str(HERE))
+from helpers.bench import ratios as settle_ratios
+from helpers.bench.ratios import Group, Ratio
+from bench_report import (BW_BYTES, LAT_BYTES, Measured, breakdown,
+                          report_lines, result_json)
 
 
 # ------------------------------------------------------------------ the two paths
@@ -205,49 +204,7 @@ def wait_for_no_leftovers(ipython_dir: str, wait_s: float = 20.0) -> list[int]:
     return left
 
 
-def breakdown(records: list[dict]) -> dict[str, float]:
-    """Median seconds per stage over the records, stages in the order first seen; a
-    stage some records lack is the median over those that have it."""
-    names = list(dict.fromkeys(name for r in records for name in r["stages"]))
-    medians = {name: statistics.median(r["stages"][name] for r in records
-                                       if name in r["stages"])
-               for name in names}
-    medians["python process (launch to exit)"] = statistics.median(
-        r["python process (launch to exit)"] for r in records)
-    return medians
-
-
-def ratio_lines(groups: list[Group], units: dict[str, str],
-                args: argparse.Namespace) -> list[str]:
-    lines = []
-    for group in groups:
-        lines.append(f"[{group.repeats} repeats in {group.seconds:.0f} s; stopped: "
-                     f"{group.stopped}]")
-        for ratio in group.ratios:
-            a, b = group.values.get(ratio.path, []), group.values.get(ratio.base, [])
-            note = settle_ratios.describe(ratio, args.tolerance, args.min_repeats)
-            if ratio.name in TARGETS and ratio.values:
-                sign, target = TARGETS[ratio.name]
-                met = ratio.median >= target if sign == ">=" else ratio.median <= target
-                note += f" (target {sign} {target}: {'met' if met else 'MISSED'})"
-            unit = units[ratio.name]
-            if a and b:
-                lines.append(f"  {ratio.name:<8} {note}\n{'':11}{ratio.path} median "
-                             f"{statistics.median(a):.3f} {unit} (min {min(a):.3f}), "
-                             f"{ratio.base} median {statistics.median(b):.3f} {unit} "
-                             f"(min {min(b):.3f})")
-    return lines
-
-
-def breakdown_lines(name: str, stages: dict[str, float], total: float) -> list[str]:
-    lines = [f"{name} start, median s per stage:"]
-    for stage, seconds in stages.items():
-        lines.append(f"  {stage:<34} {seconds:7.3f}")
-    lines.append(f"  {'(start cell to first collective)':<34} {total:7.3f}")
-    return lines
-
-
-def main() -> int:
+def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--tolerance", type=float, default=0.05,
@@ -270,37 +227,21 @@ def main() -> int:
     parser.add_argument("--html-notebooks", nargs="*", default=[],
                         help="build only these notebooks with --html (default: the series)")
     parser.add_argument("--child", choices=["cold", "warm"], help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.child, args.ranks)
-        return 0
+    return parser.parse_args()
 
-    ipython_dir = tempfile.mkdtemp(prefix="nb-vs-torchrun-ipython-")
-    os.environ["IPYTHONDIR"] = ipython_dir  # our clusters only: never a user's warm one
-    os.environ.pop("TUTORIAL_WARM_START", None)
+
+def measure_bandwidth(args: argparse.Namespace, measured: Measured, limits: dict) -> None:
+    """busbw and latency: both paths' ranks up, each idle while the other measures."""
     from helpers.runtime.cluster import start_cluster
-    from helpers.paths import build_dir
-    from helpers.runtime.warm import stop_warm_clusters
 
-    n, began = args.ranks, time.monotonic()
-    log = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
-    limits = dict(tolerance=args.tolerance, min_repeats=args.min_repeats,
-                  max_repeats=args.max_repeats, log=log)
-    records: dict[str, list[dict]] = {"cold": [], "warm": []}
-    rows: dict[str, list[dict]] = {f"{p} {m}": [] for p in ("torchrun", "notebook")
-                                   for m in ("busbw", "latency")}
-    groups: list[Group] = []
-    extra: list[str] = []
-    load_before = os.getloadavg()
-    cluster = worker = None
+    rows, cluster, worker = measured.rows, None, None
     try:
-        # 1. busbw and latency: both paths' ranks up, each idle while the other measures.
-        worker = TorchrunWorker(n)              # starts while the cluster starts
-        cluster = start_cluster(n, "gloo", quiet=True, debug="off", warm=False)
+        worker = TorchrunWorker(args.ranks)              # starts while the cluster starts
+        cluster = start_cluster(args.ranks, "gloo", quiet=True, debug="off", warm=False)
         worker.wait_until_ready()
         bw = (BW_BYTES, args.bw_iters, args.bw_warmup, args.bw_batches)
         lat = (LAT_BYTES, args.lat_iters, args.lat_warmup, args.lat_batches)
-        groups.append(settle_ratios.settle(Group(
+        measured.groups.append(settle_ratios.settle(Group(
             measure={
                 "torchrun busbw": recorded(rows["torchrun busbw"], "busbw",
                                            lambda: worker.measure(*bw)),
@@ -313,90 +254,92 @@ def main() -> int:
             ratios=[Ratio("busbw", "notebook busbw", "torchrun busbw"),
                     Ratio("latency", "notebook latency", "torchrun latency")]),
             budget_s=args.bw_budget, **limits))
-        worker.stop()
-        cluster.stop()
-        cluster = worker = None
-        # 2. start to first collective; the warm runs take over what the previous one left.
-        primed = cluster_start(n, True, [])
-        extra.append(f"warm cluster primed by a cold start of {primed:.2f} s (it idles in "
-                     "the background during the start pairs)")
-        groups.append(settle_ratios.settle(Group(
-            measure={"torchrun start": lambda: torchrun_start(n),
-                     "cold start": lambda: cluster_start(n, False, records["cold"]),
-                     "warm start": lambda: cluster_start(n, True, records["warm"])},
-            ratios=[Ratio("cold", "cold start", "torchrun start"),
-                    Ratio("warm", "warm start", "torchrun start")]),
-            budget_s=args.start_budget, **limits))
-        not_reused = sum(not r["reused"] for r in records["warm"])
-        if not_reused:
-            extra.append(f"{not_reused} warm start(s) did not reuse engines")
-        stop_warm_clusters()
-        if args.html:
-            with tempfile.TemporaryDirectory(prefix="nb-vs-torchrun-build-") as root:
-                only = tuple(args.html_notebooks)
-                groups.append(settle_ratios.settle(Group(
-                    measure={"cold html": lambda: html_build(False, Path(root), only),
-                             "warm html": lambda: html_build(True, Path(root), only)},
-                    ratios=[Ratio("html", "warm html", "cold html")]),
-                    tolerance=args.tolerance, min_repeats=2, max_repeats=2, budget_s=3600,
-                    log=log))
     finally:
         if worker is not None:
             worker.stop()
         if cluster is not None:
             cluster.stop()
-        stop_warm_clusters()
-        left = wait_for_no_leftovers(ipython_dir)
 
-    units = {"busbw": "GB/s", "latency": "µs", "cold": "s", "warm": "s", "html": "s"}
-    lines = [f"notebook path vs torchrun: {n} ranks, gloo, {platform.node()}, "
-             f"{os.cpu_count()} CPUs, {time.monotonic() - began:.0f} s in all",
-             f"ratio: median over paired repeats (A, B adjacent, order alternating); "
-             f"spread: {settle_ratios.SPREAD}; settled: spread <= ±{args.tolerance:.0%} "
-             f"after >= {args.min_repeats} repeats",
-             "busbw, latency: each measurement's fastest batch (the path's own cost: other "
-             "processes only add time), then the median ratio; start: wall seconds"]
+
+def measure_starts(args: argparse.Namespace, measured: Measured, limits: dict) -> None:
+    """Start to first collective; the warm runs take over what the previous one left."""
+    n, records = args.ranks, measured.records
+    primed = cluster_start(n, True, [])
+    measured.extra.append(f"warm cluster primed by a cold start of {primed:.2f} s (it idles "
+                          "in the background during the start pairs)")
+    measured.groups.append(settle_ratios.settle(Group(
+        measure={"torchrun start": lambda: torchrun_start(n),
+                 "cold start": lambda: cluster_start(n, False, records["cold"]),
+                 "warm start": lambda: cluster_start(n, True, records["warm"])},
+        ratios=[Ratio("cold", "cold start", "torchrun start"),
+                Ratio("warm", "warm start", "torchrun start")]),
+        budget_s=args.start_budget, **limits))
+    not_reused = sum(not r["reused"] for r in records["warm"])
+    if not_reused:
+        measured.extra.append(f"{not_reused} warm start(s) did not reuse engines")
+
+
+def measure_html(args: argparse.Namespace, measured: Measured, log: Callable) -> None:
+    """`python -m tools.build --force` over the series, with and without --warm."""
+    with tempfile.TemporaryDirectory(prefix="nb-vs-torchrun-build-") as root:
+        only = tuple(args.html_notebooks)
+        measured.groups.append(settle_ratios.settle(Group(
+            measure={"cold html": lambda: html_build(False, Path(root), only),
+                     "warm html": lambda: html_build(True, Path(root), only)},
+            ratios=[Ratio("html", "warm html", "cold html")]),
+            tolerance=args.tolerance, min_repeats=2, max_repeats=2, budget_s=3600, log=log))
+
+
+def main() -> int:
+    args = parse_arguments()
+    if args.child:
+        child(args.child, args.ranks)
+        return 0
+    ipython_dir = tempfile.mkdtemp(prefix="nb-vs-torchrun-ipython-")
+    os.environ["IPYTHONDIR"] = ipython_dir  # our clusters only: never a user's warm one
+    os.environ.pop("TUTORIAL_WARM_START", None)
+    from helpers.paths import build_dir
+    from helpers.runtime.warm import stop_warm_clusters
+
+    began, load_before = time.monotonic(), os.getloadavg()
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    limits = dict(tolerance=args.tolerance, min_repeats=args.min_repeats,
+                  max_repeats=args.max_repeats, log=log)
+    measured = Measured()
+    try:
+        measure_bandwidth(args, measured, limits)
+        measure_starts(args, measured, limits)
+        stop_warm_clusters()
+        if args.html:
+            measure_html(args, measured, log)
+    finally:
+        stop_warm_clusters()
+        measured.left = wait_for_no_leftovers(ipython_dir)
+
+    rows = measured.rows
     mean_ratios = {m: mean_ratio(rows[f"notebook {m}"], rows[f"torchrun {m}"], key)
                    for m, key in (("busbw", "busbw"), ("latency", "time_us"))
                    if rows[f"notebook {m}"]}
-    lines += ratio_lines(groups[:1], units, args)
-    if mean_ratios:
-        lines.append("  the same pairs with the mean over all calls (nccl-tests' statistic, "
-                     "noisier): " + ", ".join(f"{m} x{v:.3f}" for m, v in mean_ratios.items()))
-    lines += ratio_lines(groups[1:], units, args)
-    stage_medians = {}
-    for kind, record in records.items():
-        if record:
-            stage_medians[kind] = breakdown(record)
-            total = statistics.median(r["first_collective_s"] for r in record)
-            lines += breakdown_lines(kind, stage_medians[kind], total)
+    stage_medians = {kind: breakdown(record)
+                     for kind, record in measured.records.items() if record}
+    lines = report_lines(args, measured, began, mean_ratios, stage_medians)
     if not args.html:
-        extra.append("html build not timed; run with --html (about 4 min per build on 2 cores)")
+        measured.extra.append("html build not timed; run with --html (about 4 min per build "
+                              "on 2 cores)")
     load = {"before": load_before, "after": os.getloadavg()}
     before, after = (" ".join(f"{v:.2f}" for v in load[k]) for k in ("before", "after"))
-    extra.append(f"load average (1, 5, 15 min) before {before}, after {after}"
-                 " (other work on the machine slows both paths)")
-    extra.append(f"processes left running: {len(left)}" + (f" {left}" if left else ""))
-    text = "\n".join(lines + extra)
+    measured.extra.append(f"load average (1, 5, 15 min) before {before}, after {after}"
+                          " (other work on the machine slows both paths)")
+    left = measured.left
+    measured.extra.append(f"processes left running: {len(left)}" + (f" {left}" if left else ""))
+    text = "\n".join(lines + measured.extra)
     print(text)
     out = build_dir() / "bench"
     out.mkdir(parents=True, exist_ok=True)
-    config = {"ranks": n, "backend": "gloo", "tolerance": args.tolerance,
-              "bw_batches": args.bw_batches, "lat_batches": args.lat_batches,
-              "min_repeats": args.min_repeats, "max_repeats": args.max_repeats,
-              "spread": settle_ratios.SPREAD, "bw_bytes": BW_BYTES, "bw_iters": args.bw_iters,
-              "lat_bytes": LAT_BYTES, "lat_iters": args.lat_iters, "cpus": os.cpu_count(),
-              "host": platform.node(), "load_average": load}
-    result = {"config": config, "leftover_pids": left, "start_stages": stage_medians,
-              "ratios": {r.name: {"median": r.median, "spread": r.spread,
-                                  "repeats": len(r.values), "values": r.values,
-                                  "settled": r.settled(args.tolerance, args.min_repeats)}
-                         for g in groups for r in g.ratios if r.values},
-              "runs": {name: values for g in groups for name, values in g.values.items()},
-              "mean_ratios": mean_ratios, "rows": rows,
-              "targets": TARGETS}
-    for name, ratio in result["ratios"].items():
-        result[f"{name}_ratio"] = ratio["median"]      # the scalars tools.compare shows
+    result = result_json(args, measured, load, mean_ratios, stage_medians)
     (out / "notebook_vs_torchrun.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "notebook_vs_torchrun.txt").write_text(text + "\n")
     print(f"written: {out / 'notebook_vs_torchrun.json'} and .txt")

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch.distributed as dist  # noqa: E402
+import torch.distributed as dist
 
-from helpers.bench.measurement import measure  # noqa: E402
+from helpers.bench.measurement import measure
 
 IDLE_S = 300.0
 POLL_S = 0.01

@@ -4,20 +4,22 @@
     verdict.add(0, True, "tensor [64.0]")       # → "rank 0 ✓  tensor [64.0]"
     verdict                                    # a cell ends with it: the lines show
 
-
-`check(record)` is the verdict per rank; `report(record)` prints one line per rank
-("rank 0 ✓  tensor = [3.0]"); `check_prediction` grades a reader's prediction.
-Used by notebooks 01-12 (self-checks and exercises) and by helpers.collectives.p2p and support.
+`check(record)` is the verdict per rank against the NumPy model; `report(record)` shows
+it, one line per rank ("rank 0 ✓  tensor = [3.0]"); `grade(prediction, measured, what)`
+grades an exercise: the reader's prediction against what each rank measured.
 """
 from __future__ import annotations
 
 import html
+import json
+import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from helpers.formatting import one_line
+from helpers.records import record_values
 from helpers.collectives.registry import OUTPUT, ROOT
 from helpers.collectives.arrays import TOLERANCES, is_float, parse_record, record_value
 from helpers.collectives.models import UNSPECIFIED, expected_after
@@ -25,10 +27,15 @@ from helpers.collectives.models import UNSPECIFIED, expected_after
 MARKS = {True: "✓", False: "✗", None: "✎"}   # ✎: nothing to check yet (an empty exercise)
 
 
+def mark(ok: bool | None) -> str:
+    """The mark of a verdict, for a table or a grid whose cells are verdicts."""
+    return MARKS[None if ok is None else bool(ok)]
+
+
 @dataclass(frozen=True)
 class Line:
     text: str
-    rank: int | None = None
+    rank: int | str | None = None   # a rank, or a label ("bytes", "all_gather") in its place
     ok: bool | None = None
     counted: bool = False      # a verdict (in `oks`), not a note
     shown: bool = True
@@ -36,7 +43,8 @@ class Line:
     def __str__(self) -> str:
         if self.rank is None:
             return self.text
-        return f"rank {self.rank} {MARKS[self.ok]}  {self.text}".rstrip()
+        label = f"rank {self.rank}" if isinstance(self.rank, int) else self.rank
+        return f"{label} {mark(self.ok)}  {self.text}".rstrip()
 
 
 @dataclass(eq=False)
@@ -50,13 +58,9 @@ class Report:
     title: str | None = None
     lines: list[Line] = field(default_factory=list)
 
-    def add(self, rank: int, ok: bool | None, text: str = "") -> "Report":
-        self.lines.append(Line(text, rank, ok, counted=True))
-        return self
-
-    def line(self, text: str, ok: bool | None) -> "Report":
-        """A verdict written as `text` already says it (its own ✓/✗ and layout)."""
-        self.lines.append(Line(text, None, ok, counted=True))
+    def add(self, rank: int | str, ok: bool | None, text: str = "") -> "Report":
+        """A verdict: "rank 0 ✓  text"; a str in place of the rank labels the line."""
+        self.lines.append(Line(text, rank, None if ok is None else bool(ok), counted=True))
         return self
 
     def verdict(self, ok: bool | None) -> "Report":
@@ -108,15 +112,21 @@ class Report:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
+        """The lines as printed, coloured; each verdict's rank and ok in data- attributes
+        (and every verdict, hidden ones too, in the block's data-oks) for a reader's tools."""
         colour = {True: "#1a7f37", False: "#cf222e", None: "#6e7781"}
         rows = []
         if self.title:
             rows.append(f"<b>{html.escape(self.title)}</b>\n")
         for line in self._shown():
-            style = f' style="color:{colour[line.ok]}"' if line.counted else ""
-            rows.append(f"<span{style}>{html.escape(str(line))}\n</span>")  # a line, as printed
-        return '<pre class="nccl-report">' + "".join(rows) + "</pre>"
-
+            attributes = ""
+            if line.counted:
+                who = "" if line.rank is None else str(line.rank).strip()
+                attributes = (f' class="verdict" data-rank="{html.escape(who)}" '
+                              f'data-ok="{json.dumps(line.ok)}" style="color:{colour[line.ok]}"')
+            rows.append(f"<span{attributes}>{html.escape(str(line))}\n</span>")  # as printed
+        oks = html.escape(json.dumps(self.oks))
+        return f'<pre class="nccl-report" data-oks="{oks}">' + "".join(rows) + "</pre>"
 
 
 def _matches(expected: Any, actual: Any, dtype: str) -> bool:
@@ -185,69 +195,119 @@ def report(record: dict) -> Report:
                 shown += (" (not part of this send/recv)" if collective == "send_recv"
                           else " (not passed on this rank)")
             parts.append(f"{name} = {shown}")
-        verdicts.line(f"rank {r} {'✓' if all(ok.values()) else '✗'}  " + "  ".join(parts),
-                      all(ok.values()))
+        verdicts.add(r, all(ok.values()), "  ".join(parts))
     return verdicts
 
 
+# --------------------------------------------------------------------------- exercises
 
-
-def _close(predicted: Any, actual: Any) -> bool:
-    """Nested comparison of a student's prediction with a measured value."""
-    if isinstance(predicted, np.ndarray):
-        predicted = predicted.tolist()
-    if isinstance(actual, np.ndarray):
-        actual = actual.tolist()
-    if isinstance(predicted, (list, tuple)) or isinstance(actual, (list, tuple)):
-        return (isinstance(predicted, (list, tuple)) and isinstance(actual, (list, tuple))
-                and len(predicted) == len(actual)
-                and all(_close(p, a) for p, a in zip(predicted, actual)))
-    if predicted is None or actual is None or predicted is Ellipsis:
-        return predicted is actual
+def same(predicted: Any, measured: Any, rel_tol: float = 1e-3) -> bool:
+    """Does a prediction match a measured value? Nested lists and dicts item by item,
+    ints exactly, floats within `rel_tol` (relative), None only with None."""
+    predicted, measured = record_values(predicted), record_values(measured)
+    if isinstance(predicted, Mapping) or isinstance(measured, Mapping):
+        return (isinstance(predicted, Mapping) and isinstance(measured, Mapping)
+                and predicted.keys() == measured.keys()
+                and all(same(predicted[k], measured[k], rel_tol) for k in measured))
+    if isinstance(predicted, (list, tuple)) or isinstance(measured, (list, tuple)):
+        return (isinstance(predicted, (list, tuple)) and isinstance(measured, (list, tuple))
+                and len(predicted) == len(measured)
+                and all(same(p, m, rel_tol) for p, m in zip(predicted, measured)))
+    if predicted is None or measured is None or predicted is Ellipsis:
+        return predicted is measured
+    if isinstance(predicted, (bool, str)) or isinstance(measured, (bool, str)) or (
+            isinstance(predicted, int) and isinstance(measured, int)):
+        return bool(predicted == measured)
     try:
-        return bool(np.isclose(float(predicted), float(actual), rtol=1e-3, atol=1e-3, equal_nan=True))
+        p, m = float(predicted), float(measured)
     except (TypeError, ValueError):
-        return False
+        return bool(predicted == measured)
+    return (math.isnan(p) and math.isnan(m)) or math.isclose(p, m, rel_tol=rel_tol,
+                                                             abs_tol=1e-9)
 
 
-def check_prediction(prediction: Sequence[Any] | None, actual_afters: Sequence[dict] | dict,
-                     arg: str, undefined: Sequence[int] = ()) -> Report:
-    """Compare a student's per-rank prediction of `arg` with what the ranks measured.
+def _is_record(value: Any) -> bool:
+    return isinstance(value, Mapping) and "collective" in value and "ranks" in value
 
-    `actual_afters` is the list of per-rank "after" dicts, or a whole record (then
-    the ranks where the API leaves `arg` undefined are found by the model; with a
-    list, name them in `undefined`). Predict None for "not defined"/"not passed".
-    One ✓/✗ line per rank; the report is true when all are right.
-    """
-    verdicts = Report()
+
+def _blank(prediction: Any) -> bool:
+    """No prediction yet: None, `...`, or every entry still `...`."""
     if prediction is None or prediction is Ellipsis:
-        return verdicts.note(f"✎ Fill in your prediction for {arg!r} first (one value per rank, "
-                             "None where it is not defined or not passed), then run this cell "
-                             "again.")
-    undefined = set(undefined)
-    if isinstance(actual_afters, dict):
-        record = actual_afters
-        undefined |= {r for r, exp in enumerate(expected_after(record))
-                      if exp.get(arg) is UNSPECIFIED}
-        actual_afters = _afters(record)
-    afters = [a["after"] if "after" in a and arg not in a else a for a in actual_afters]
-    if len(prediction) != len(afters):
-        return verdicts.note(f"✗ Your prediction has {len(prediction)} entries but there are "
-                             f"{len(afters)} ranks: give one value per rank.")
-    oks = []
-    for r, (p, after) in enumerate(zip(prediction, afters)):
-        measured = after.get(arg)
-        if p is Ellipsis:
+        return True
+    if not isinstance(prediction, (Mapping, list, tuple)):
+        return False                               # a single value: graded as wrong
+    entries = list(prediction.values() if isinstance(prediction, Mapping) else prediction)
+    return not entries or all(e is Ellipsis for e in entries)
+
+
+def _graded(prediction: Any, measured: Any, undefined: set,
+            rel_tol: float) -> Iterator[tuple[int | str, bool, str]]:
+    """(rank or padded name, ok, text) for each entry of a filled-in prediction."""
+    keyed = isinstance(measured, Mapping)
+    if keyed:
+        pairs = [(key, prediction.get(key, Ellipsis), m) for key, m in measured.items()]
+        pairs += [(key, p, None) for key, p in prediction.items() if key not in measured]
+    else:
+        pairs = [(rank, p, m) for rank, (p, m) in enumerate(zip(prediction, measured))]
+    labels = {key: " · ".join(map(str, key)) if isinstance(key, tuple) else str(key)
+              for key, _, _ in pairs}
+    width = max(map(len, labels.values()))
+    for key, p, m in pairs:
+        if keyed and key not in measured:
+            ok, note = False, "  (not measured: no such name)"
+        elif p is Ellipsis:
             ok, note = False, "  (fill this one in)"
-        elif r in undefined:
+        elif key in undefined and not keyed:
             ok = p is None
             note = ("  (not defined by the API: don't rely on what you measure)" if ok else
                     "  (not defined by the API: predict None; no program may rely on it)")
         else:
-            ok, note = _close(p, measured), ""
-        shown = "not defined / not passed" if p is None else "..." if p is Ellipsis else one_line(p)
-        verdicts.line(f"rank {r} {'✓' if ok else '✗'}  predicted {shown}   "
-                      f"measured {one_line(measured)}{note}", ok)
-        oks.append(ok)
-    return verdicts.note("All ranks right!" if all(oks) else
-                         f"{sum(oks)} of {len(oks)} ranks right.")
+            ok, note = same(p, m, rel_tol), ""
+        shown = ("..." if p is Ellipsis else
+                 "not defined / not passed" if p is None and not keyed else one_line(p))
+        yield (f"{labels[key]:<{width}}" if keyed else key, ok,
+               f"predicted {shown}   measured {one_line(record_values(m))}{note}")
+
+
+def grade(prediction: Sequence[Any] | Mapping[Any, Any] | None,
+          measured: Sequence[Any] | Mapping[Any, Any], what: str, *,
+          undefined: Sequence[int] = (), rel_tol: float = 1e-3) -> Report:
+    """The reader's prediction against what was measured: one ✓/✗ line per rank.
+
+    `measured`: one value per rank (a list), or a collective record (then `what` is the
+    argument's name, and the ranks where the API leaves it undefined come from the
+    model), or a dict of named values (then `prediction` is a dict with those names,
+    one line per name). Predict None for "not defined"/"not passed"; the ranks named
+    in `undefined` expect None. A prediction of None or `...` asks to be filled in.
+    """
+    undefined = set(undefined)
+    if _is_record(measured):
+        undefined |= {r for r, exp in enumerate(expected_after(measured))
+                      if exp.get(what) is UNSPECIFIED}
+        measured = [after.get(what) for after in _afters(measured)]
+    keyed = isinstance(measured, Mapping)
+    measured = measured if keyed else list(measured)
+    verdicts = Report(f"Your prediction of {what}, against what "
+                      f"{'this run' if keyed else 'each rank'} measured")
+    if _blank(prediction):
+        how = ("a value for each name" if keyed else
+               "one value per rank, None where it is not defined or not passed")
+        verdicts.note(f"{mark(None)} Fill in your prediction first ({how}), "
+                      "then run this cell again.")
+        for _ in measured:          # one ✎ per rank, not shown: nothing to check yet
+            verdicts.verdict(None)
+        return verdicts
+    if keyed and not isinstance(prediction, Mapping):
+        return verdicts.add("prediction", False, "give a dict: a value for each of "
+                            + ", ".join(map(str, measured)))
+    if not keyed and not isinstance(prediction, (list, tuple)):
+        return verdicts.add("prediction", False, "give a list: one value per rank")
+    if not keyed and len(prediction) != len(measured):
+        n = len(prediction)
+        return verdicts.add("prediction", False, f"{n} {'entry' if n == 1 else 'entries'} "
+                            f"for {len(measured)} ranks: give one value per rank")
+    for key, ok, text in _graded(prediction, measured, undefined, rel_tol):
+        verdicts.add(key, ok, text)
+    right, n = sum(ok is True for ok in verdicts.oks), len(verdicts)
+    ranks = "" if keyed else " ranks"
+    return verdicts.note(f"All{ranks} right!" if right == n else f"{right} of {n}{ranks} right.")

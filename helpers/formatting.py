@@ -1,20 +1,23 @@
-"""Numbers as text and tensors as plain data: one way each, for every helper.
+"""Numbers and values as text: one way each, for every helper.
 
 - `format_value`: a number in a figure's cell or a ring table (ints without ".0");
-- `one_line`: a whole value (nested lists) in a ✓/✗ line;
-- `to_plain`: torch tensors, NumPy arrays, devices → JSON-able lists and dicts (on the
-  engines for `cluster.pull`, in the notebook for the models' answers).
-Used by notebooks 01-12 through checks, plots, p2p, ring and the runtime's engine code.
+- `one_line`: a whole value (nested lists, a tensor, an array) in a ✓/✗ line.
+
+A tensor or an array is shown as its values: `one_line(torch.tensor([1.0, 2.5]))` is
+"[1.0, 2.5]", as the list it holds.
 """
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
 
 
 def format_value(value: Any) -> str:
     """Compact cell text: ints without ".0", floats with up to 3 decimals."""
+    if _has_values(value):                  # a tensor, an array or a NumPy scalar
+        value = value.tolist()
+        if isinstance(value, list):
+            return one_line(value)
     if isinstance(value, bool):
         return "T" if value else "F"
     if isinstance(value, int):
@@ -36,7 +39,7 @@ def format_value(value: Any) -> str:
 
 def one_line(value: Any, limit: int = 8) -> str:
     """Compact one-line text of a value: [1.0, 2.5], [[1, 2], [3, 4]], None."""
-    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):  # NumPy
+    if _has_values(value):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
         items = [one_line(v, limit) for v in value]
@@ -48,22 +51,6 @@ def one_line(value: Any, limit: int = 8) -> str:
     return repr(value)
 
 
-def to_plain(value: Any) -> Any:
-    """Tensors become {"values", "dtype", "device"}, NumPy arrays lists; containers inside."""
-    torch = sys.modules.get("torch")        # never imported here: a tensor means it is loaded
-    if torch is not None and isinstance(value, torch.Tensor):
-        return {
-            "values": value.detach().cpu().tolist(),
-            "dtype": str(value.dtype).removeprefix("torch."),
-            "device": str(value.device),
-        }
-    if torch is not None and isinstance(value, torch.device):
-        return str(value)
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and isinstance(value, numpy.ndarray):
-        return value.tolist()
-    if isinstance(value, dict):
-        return {k: to_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
-    return value
+def _has_values(value: Any) -> bool:
+    """A tensor, a NumPy array or a NumPy scalar: something `tolist` shows as values."""
+    return hasattr(value, "tolist") and not isinstance(value, (list, tuple, str))

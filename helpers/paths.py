@@ -1,8 +1,4 @@
-"""Where the repository, the build folder and the saved results are.
-
-Used by helpers.records and helpers.figures.drawings (notebooks 01-19 through them), and by
-tools/ and benchmarks/.
-"""
+"""Where the repository, the build folder and the saved results are."""
 from __future__ import annotations
 
 import os

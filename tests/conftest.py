@@ -5,7 +5,8 @@ Notebook executions (tests marked `notebook`) run with the warm start
 the session, each with a fresh process group and an empty namespace. Their warm
 clusters live in a folder of their own (WARM_IPYTHONDIR), so tests about warm start,
 leftovers and lifecycle never see them; those tests, and any marked `cold`, start cold.
-Tests marked `alone` run while no other test does (tests/support/alone.py).
+Each xdist worker has its own sandbox, IPYTHONDIR included: a cluster start ends only the
+orphans of its own IPYTHONDIR, so one worker's starts never end another's processes.
 NCCL_NOTEBOOKS_TESTS_COLD=1 runs every notebook cold (as before the warm default).
 """
 from __future__ import annotations
@@ -22,8 +23,6 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "support"))   # the suite's own modules: runner, browser, ...
 
-from alone import RunLock, run_folder  # noqa: E402
-
 _SANDBOX = Path(tempfile.mkdtemp(prefix="nccl-notebooks-tests-"))
 # Set at import time so every kernel and engine started by the tests inherits them.
 for name, sub in [("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "runtime"),
@@ -36,9 +35,6 @@ for name in ("TUTORIAL_RANKS", "TUTORIAL_BACKEND", "TUTORIAL_WARM_START"):
     os.environ.pop(name, None)
 WARM_IPYTHONDIR = _SANDBOX / "ipython-warm"
 WARM_IPYTHONDIR.mkdir()
-
-# One lock folder for the whole run: the controller's sandbox (workers inherit the path).
-RUN_LOCK = RunLock(run_folder(_SANDBOX / "run-locks"))
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:   # tools/ is not installed: it runs from the checkout
@@ -104,14 +100,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in COLD_FILES or any(nb in item.name for nb in COLD_NOTEBOOKS):
             item.add_marker(pytest.mark.cold)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Set-up, call and tear-down of each test under the run lock (see tests/support/alone.py)."""
-    alone = item.get_closest_marker("alone") is not None
-    with RUN_LOCK.exclusive() if alone else RUN_LOCK.shared():
-        yield
 
 
 def pytest_sessionfinish(session, exitstatus):

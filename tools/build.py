@@ -79,7 +79,7 @@ def notebook_summary(notebook: Path) -> tuple[str, str]:
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     title = re.search(r"^# (.+)$", text, flags=re.M)
     learn = re.search(r"What you will learn\**\s*\n- (.+?)(?:\n- |\n\n|$)", text, flags=re.S)
-    clean = lambda s: " ".join(s.replace("`", "").replace("*", "").split()).rstrip(";.")  # noqa: E731
+    clean = lambda s: " ".join(s.replace("`", "").replace("*", "").split()).rstrip(";.")
     summary = clean(learn.group(1)) if learn else ""
     return (clean(title.group(1)) if title else notebook.stem,
             summary[:1].upper() + summary[1:])
@@ -137,7 +137,7 @@ def environment_stamp() -> str:
     """What the pages were computed on: torch, backend, world size, GPUs or CPU, date."""
     import torch
 
-    from helpers.runtime.cluster import resolve_config, visible_gpu_count
+    from helpers.runtime.config import resolve_config, visible_gpu_count
 
     try:
         world_size, backend = resolve_config()

@@ -64,7 +64,7 @@ def records(data: Any, where: str = "") -> Iterator[tuple[str, dict]]:
 
 def rank_differences(a: dict, b: dict) -> list[tuple[int, Any, Any]]:
     """(rank, A's state, B's state) for each rank whose before/after differ (or is missing)."""
-    by_rank = lambda rec: {r.get("rank", i): {k: r.get(k) for k in ("before", "after")}  # noqa: E731
+    by_rank = lambda rec: {r.get("rank", i): {k: r.get(k) for k in ("before", "after")}
                            for i, r in enumerate(rec["ranks"])}
     ra, rb = by_rank(a), by_rank(b)
     return [(rank, ra.get(rank), rb.get(rank)) for rank in sorted(set(ra) | set(rb))
@@ -100,7 +100,7 @@ def _peaks_table(rows_a: list[dict], rows_b: list[dict], names: tuple[str, str])
     from helpers.bench.figures import by_collective, peak, size_label
 
     groups = [by_collective(rows) for rows in (rows_a, rows_b)]
-    cell = lambda g, c: (f"{peak(g[c])['busbw']:.3g} GB/s at {size_label(peak(g[c])['bytes'])}"  # noqa: E731
+    cell = lambda g, c: (f"{peak(g[c])['busbw']:.3g} GB/s at {size_label(peak(g[c])['bytes'])}"
                          if c in g else "—")
     lines = [f"<tr><td>{html.escape(c)}</td><td>{cell(groups[0], c)}</td>"
              f"<td>{cell(groups[1], c)}</td></tr>"

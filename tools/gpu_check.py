@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from helpers.runtime.cluster import ClusterConfigError, start_cluster, visible_gpu_count
+from helpers.runtime.cluster import start_cluster
+from helpers.runtime.config import ClusterConfigError, visible_gpu_count
 from helpers.paths import REPO_ROOT
 from tools.nccl_claims import compare_timings, run_checklist
 
@@ -46,13 +47,13 @@ def check_all_reduce(n_gpus: int) -> None:
         view.execute("t = torch.full((4,), rank + 1.0, device=device)\n"
                      "dist.all_reduce(t)\n"
                      "torch.cuda.synchronize()\n"
+                     "t_device = str(t.device)\n"
                      "nccl_version = '.'.join(map(str, torch.cuda.nccl.version()))", block=True)
-        states = cluster.pull("t", "nccl_version")
+        states = cluster.pull("t", "t_device", "nccl_version")
     expected = [n_gpus * (n_gpus + 1) / 2] * 4
     for s in states:
-        t = s["t"]
-        assert t["device"] == f"cuda:{s['rank']}", t
-        assert t["values"] == expected, (t["values"], expected)
+        assert s["t_device"] == f"cuda:{s['rank']}", s["t_device"]
+        assert s["t"].tolist() == expected, (s["t"], expected)
     print(f"✓ all_reduce on cuda tensors: {n_gpus} rank(s) → {expected} "
           f"(NCCL {states[0]['nccl_version']})")
 

@@ -163,7 +163,8 @@ def check_bytes_not_on_sockets(_n_gpus: int) -> str:
 
 
 def check_more_ranks_than_gpus(n_gpus: int) -> str:
-    from helpers.runtime.cluster import ClusterConfigError, start_cluster
+    from helpers.runtime.cluster import start_cluster
+    from helpers.runtime.config import ClusterConfigError
 
     try:
         start_cluster(n_ranks=n_gpus + 1, backend="nccl")
@@ -188,7 +189,7 @@ def check_reduce_leaves_non_dst(n_gpus: int) -> str:
                                  "dist.reduce(t, dst=0)\ntorch.cuda.synchronize()", "t")
     for s in states[1:]:
         expected = [10.0 * s["rank"] + i for i in range(8)]
-        assert s["t"]["values"] == expected, (s["rank"], s["t"]["values"])
+        assert s["t"].tolist() == expected, (s["rank"], s["t"])
     return f"{n_gpus} ranks, 8 elements: every rank but dst 0 holds its input"
 
 
@@ -200,7 +201,7 @@ def check_uneven_all_to_all_list(n_gpus: int) -> str:
     states = _on_cluster(n_gpus, code, "outs")
     for s in states:
         r = s["rank"]
-        got = [piece["values"] for piece in s["outs"]]
+        got = [piece.tolist() for piece in s["outs"]]
         assert got == [[10.0 * i + r] * (r + 1) for i in range(n_gpus)], (r, got)
     return f"{n_gpus} ranks: uneven pieces delivered"
 

@@ -332,7 +332,7 @@ def report_fit(rows: Sequence[Row], fits: Mapping[str, Fit], times: float = 3.0)
     as its stated error ε says? Each half of the sweep (alternate sizes) is fitted and
     predicts the other half (`holdout_misses`); ✓ when the median miss over the points ε
     describes (those the fit to every size kept) is within `times` × ε."""
-    from helpers.checks import Report
+    from helpers.checks import Report, mark
 
     verdicts = Report()
     for collective, fit in fits.items():
@@ -343,9 +343,9 @@ def report_fit(rows: Sequence[Row], fits: Mapping[str, Fit], times: float = 3.0)
             continue
         median = float(np.median([m for k, m in misses.items() if k not in fit.left_out]))
         ok = median <= times * fit.error + 1e-12
-        verdicts.line(f"{collective:<15} {'✓' if ok else '✗'} median miss on the sizes "
-                      f"left out {median:5.1%} = {median / max(fit.error, 1e-12):.1f} ε "
-                      f"(ε = {fit.error:.1%}; ✓ up to {times:g} ε)", ok)
+        verdicts.add(f"{collective:<15}", ok, f"median miss on the sizes left out "
+                     f"{median:5.1%} = {median / max(fit.error, 1e-12):.1f} ε "
+                     f"(ε = {fit.error:.1%}; {mark(True)} up to {times:g} ε)")
     for collective, why in getattr(fits, "refused", {}).items():
         verdicts.note(f"{collective:<15} – not checked, no fit: {why}")
     return verdicts

@@ -152,28 +152,8 @@ def check_factors(rows: Sequence[Row], factors: Mapping[str, float]) -> Report:
                                    abs_tol=1e-12)]
         detail = (f"all {len(group)} rows" if not bad else
                   f"{len(bad)} of {len(group)} rows differ, e.g. {size_label(bad[0]['bytes'])}")
-        mark = "✓" if not bad else "✗"
-        verdicts.line(f"{collective:<15} {mark} busbw = algbw × {factor:.4g}: {detail}", not bad)
+        verdicts.add(f"{collective:<15}", not bad, f"busbw = algbw × {factor:.4g}: {detail}")
     return verdicts
-
-
-def grade_busbw_prediction(prediction: Mapping[str, Any] | None, row: Row) -> Report:
-    """Compare a predicted {"bytes", "count", "busbw / algbw"} with a measured row: ✓/✗ each."""
-    if (prediction is None or prediction is Ellipsis
-            or any(v is None or v is Ellipsis for v in prediction.values())):
-        return Report().note("✎ Fill in your prediction first: replace every ... with a number.")
-    measured = {"bytes": row["bytes"], "count": row["count"],
-                "busbw / algbw": row["busbw"] / row["algbw"]}
-    verdicts = Report()
-    for key, actual in measured.items():
-        guess = prediction.get(key)
-        try:
-            ok = math.isclose(float(guess), actual, rel_tol=1e-6)
-        except (TypeError, ValueError):
-            ok = False
-        verdicts.line(f"{key:<14} {'✓' if ok else '✗'} you said {guess}, the measured "
-                      f"{row['collective']} row says {actual:g}", ok)
-    return verdicts.note("All three right!" if verdicts.all_ok else "Not yet: see the hints above.")
 
 
 def plot_fit(rows: Sequence[Row], fits: Mapping[str, Any], title: str | None = None) -> Figure:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from helpers.collectives.registry import (BENCHMARKED, positive_int, bus_factor,  # noqa: F401
+from helpers.collectives.registry import (positive_int, bus_factor,
                                  check_benchmarked)
 
 # Collectives whose S is n pieces of one rank's count; each piece is trimmed to a

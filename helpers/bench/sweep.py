@@ -122,6 +122,6 @@ def report_ranks_agree(per_rank: PerRank) -> Report:
     measured = len(rank0_rows(per_rank))
     for rank, same in enumerate(agree):
         what = "the same" if same else "not the same"
-        verdicts.line(f"rank {rank} {'✓' if same else '✗'} {what} {measured} rows as rank 0 "
-                      f"(the time is averaged over the ranks by an all_reduce)", same)
+        verdicts.add(rank, same, f"{what} {measured} rows as rank 0 "
+                     "(the time is averaged over the ranks by an all_reduce)")
     return verdicts

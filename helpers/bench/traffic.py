@@ -154,7 +154,7 @@ def check_traffic(rows: Sequence[dict]) -> Report:
             report.note(f"{label}  nothing to move")
         else:
             ok, seen = _check_row(row, rows)
-            report.line(f"{'✓' if ok else '✗'} {label}  {seen}", ok)
+            report.add(label, ok, seen)
     return report
 
 

@@ -201,7 +201,7 @@ class Wire:
         return f"Wire(sent={self.sent})"
 
 
-class on_the_wire:  # noqa: N801  (reads as a sentence: `with on_the_wire() as wire`)
+class on_the_wire:
     """Count what this rank writes to the other ranks while the block runs (gloo)."""
 
     def __init__(self, group: Any = None):

@@ -1,5 +1,4 @@
 """all_to_all as a matrix: what rank i sends to rank j, before and after the call.
-Used by notebook 08 (plot_exchange, the matrices and their ✓).
 
     sent[i][j]      the chunk rank i sends to rank j   (input piece j of rank i)
     received[j][i]  the chunk rank j got from rank i   (output slot i of rank j)
@@ -15,6 +14,7 @@ from typing import Any, Mapping, Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from helpers.checks import mark
 from helpers.collectives import registry as collectives
 from helpers.figures import panels
 from helpers.formatting import format_value
@@ -100,33 +100,6 @@ def uniform_length(*matrices: Sequence[Sequence[Sequence[Any]]]) -> int | None:
     return lengths.pop() if len(lengths) == 1 else None
 
 
-def matrix_text(matrix: Sequence[Sequence[Sequence[Any]]], corner: str = "",
-                count: bool = True) -> str:
-    """A plain-text grid: one row per rank, one column per peer."""
-    n = len(matrix)
-    cells = [[chunk_text(c, count) for c in row] for row in matrix]
-    width = max([len(c) for row in cells for c in row] + [len(str(n - 1))])
-    label_w = max(len(corner), len(f"rank {n - 1}"))
-    lines = [corner.ljust(label_w) + "".join(f"  {j:>{width}}" for j in range(n))]
-    for i, row in enumerate(cells):
-        lines.append(f"rank {i}".ljust(label_w) + "".join(f"  {c:>{width}}" for c in row))
-    return "\n".join(lines)
-
-
-def exchange_text(record: Mapping[str, Any]) -> str:
-    """Both matrices as text, and whether the second is the first transposed."""
-    sent, received = sent_matrix(record), received_matrix(record)
-    verdict = "yes" if received == transpose(sent) else "NO"
-    n = uniform_length(sent, received)
-    return "\n".join([
-        "sent: row i = rank i, column j = what it sends to rank j",
-        matrix_text(sent, "from\\to", n is None), "",
-        "received: row j = rank j, column i = what it got from rank i",
-        matrix_text(received, "at\\from", n is None), "",
-        (f"every cell: {n} element(s) of that value · " if n else "v ×n: n elements of value v · ")
-        + f"received = sent transposed: {verdict}"])
-
-
 def _grid(ax, matrix, colors, title: str, row_label: str, col_label: str,
           cell_w: float, count: bool, tag: str) -> None:
     n = len(matrix)
@@ -174,7 +147,7 @@ def plot_exchange(record: Mapping[str, Any], title: str | None = None) -> Figure
     fig_h = head + grid_h + margin
     fig = plt.figure(figsize=(fig_w, fig_h), dpi=100)
     fig.patch.set_facecolor("white")
-    verdict = "✓" if received == transpose(sent) else "— NOT the transpose"
+    verdict = mark(True) if received == transpose(sent) else "— NOT the transpose"
     heading = title or (f"{record['collective']} · world size {n} · "
                         f"received = sent transposed {verdict}")
     legend = (f"sent[i][j] lands in received[j][i] · every cell: {length} element(s) of that value"
@@ -183,7 +156,7 @@ def plot_exchange(record: Mapping[str, Any], title: str | None = None) -> Figure
              ha="left", va="center")
     fig.text(margin / fig_w, 1 - 0.58 / fig_h, legend, fontsize=9, color="#555555",
              ha="left", va="center")
-    box = lambda x: [x / fig_w, margin / fig_h, grid_w / fig_w, grid_h / fig_h]  # noqa: E731
+    box = lambda x: [x / fig_w, margin / fig_h, grid_w / fig_w, grid_h / fig_h]
     _grid(fig.add_axes(box(margin)), sent, colors, "sent (before)", "from rank i",
           "to rank j", cell_w, count, "sent")
     _grid(fig.add_axes(box(margin + grid_w + gap)), received, colors, "received (after)",

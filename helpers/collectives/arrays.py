@@ -2,8 +2,7 @@
 
 bfloat16 has no NumPy dtype: its values are float32 rounded to bfloat16. `reduce_arrays`
 combines ranks' arrays as torch's reduce ops do; `parse_record` validates a record and
-`record_value` converts one of its arguments. Used by helpers.collectives.models and helpers.checks
-(notebooks 01-12).
+`record_value` converts one of its arguments.
 """
 from __future__ import annotations
 

@@ -2,16 +2,15 @@
 
 `example_befores("scatter", 4)`: piece j of rank r holds 10*r + j + 1, so the tens digit
 says which rank a value came from; `model_after` runs helpers.collectives.models on such inputs.
-Used by helpers.figures.drawings (our own diagrams, shown offline in notebooks 01-10 and 12) and
-the tests.
+helpers.figures.drawings draws our own diagrams from them.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from helpers.collectives.registry import COLLECTIVES, tensor_arguments
-from helpers.formatting import to_plain
 from helpers.collectives.models import expected_after
+from helpers.records import record_values
 
 
 def model_after(collective: str, befores: Sequence[dict], params: dict | None = None,
@@ -20,7 +19,7 @@ def model_after(collective: str, befores: Sequence[dict], params: dict | None = 
     record = {"collective": collective, "world_size": len(befores), "dtype": dtype,
               "params": params or {},
               "ranks": [{"rank": r, "before": dict(b)} for r, b in enumerate(befores)]}
-    return [{n: to_plain(v) for n, v in exp.items()} for exp in expected_after(record)]
+    return [{n: record_values(v) for n, v in exp.items()} for exp in expected_after(record)]
 
 
 def example_befores(collective: str, world_size: int, params: dict | None = None,

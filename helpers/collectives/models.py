@@ -17,19 +17,17 @@ its recv buffer, and every other rank's "tensor" is null.
 must hold afterwards (helpers.checks compares that with "after"; helpers.collectives.examples
 gives readable inputs and the model's answer as plain lists; helpers.collectives.arrays turns
 record values into NumPy arrays and reduces them as torch does).
-Used by notebooks 01-12 (through helpers.checks, plots, drawings, p2p, support).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-from helpers.collectives.arrays import (TOLERANCES, checked_op, parse_record, record_value,  # noqa: F401
-                            reduce_arrays, same_shape)
-from helpers.collectives.registry import (ARGS, COLLECTIVES, LIST_ARGS, OUTPUT, REDUCE_OPS,  # noqa: F401
-                                 REDUCING, ROOT, SPLIT_ARGS, split_sizes)
+from helpers.collectives.arrays import (checked_op, parse_record, record_value,
+                                        reduce_arrays, same_shape)
+from helpers.collectives.registry import ARGS, REDUCING, SPLIT_ARGS, split_sizes
 
 
 class _Unspecified:

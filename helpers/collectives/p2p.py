@@ -16,7 +16,7 @@ from helpers.collectives import models
 from helpers.figures import plots
 from helpers.formatting import one_line
 from helpers.checks import Report
-from helpers.records import first_tensor, plain_values, record_from_states
+from helpers.records import make_record, record_from_states
 
 
 def _tensor(state: Mapping[str, Any] | None, name: str) -> Any:
@@ -53,42 +53,40 @@ def shift_records(cluster: Any, shift: int = 1, **names: str) -> list[dict]:
     return pair_records(cluster, [(r, (r + shift) % n) for r in range(n)], **names)
 
 
-def report_pairs(records: Sequence[dict]) -> Report:
-    """One ✓/✗ line per send_recv record: what dst received, checked by the model."""
+def report_pairs(records: Sequence[dict], swapped: Sequence[Mapping] = ()) -> Report:
+    """One ✓/✗ line per send_recv record: what dst received, checked by the model; then,
+    from `swapped` (pulled states {"rank", "swapped": {elements: ok}}), one per exchange
+    a rank checked itself."""
     verdicts = Report()
     for record in records:
         src, dst = record["params"]["src"], record["params"]["dst"]
         ok = all(checks.check(record))
         by_rank = {r["rank"]: r for r in record["ranks"]}
         got = by_rank[dst]["after"]["tensor"]
-        line = f"{src} → {dst} {'✓' if ok else '✗'}  rank {dst} received {one_line(got)}"
+        line = f"rank {dst} received {one_line(got)}"
         if not ok:
             expected = models.expected_after(record)
             line += (f" (model: {one_line(expected[dst]['tensor'])}; rank {src} holds "
                      f"{one_line(by_rank[src]['after']['tensor'])})")
-        verdicts.line(line, ok)
+        verdicts.add(f"{src} → {dst}", ok, line)
+    for state in swapped:
+        for elements, ok in state["swapped"].items():
+            verdicts.add(state["rank"], ok, f"{elements:>7} elements: received its peer's outbox")
     return verdicts
 
 
-def received_by_rank(records: Sequence[dict], world_size: int) -> list[dict]:
-    """Per rank: {"tensor": what it received} (None where it received nothing).
-
-    The after-states for `check_prediction(prediction, received_by_rank(...), "tensor")`.
-    """
-    out: list[dict] = [{"tensor": None} for _ in range(world_size)]
+def received_by_rank(records: Sequence[dict], world_size: int) -> list[Any]:
+    """Per rank: the tensor it received (None where it received nothing), for
+    `grade(prediction, received_by_rank(...), "tensor")`."""
+    out: list[Any] = [None] * world_size
     for record in records:
         dst = record["params"]["dst"]
         by_rank = {r["rank"]: r for r in record["ranks"]}
-        out[dst] = {"tensor": by_rank[dst]["after"]["tensor"]}
+        out[dst] = by_rank[dst]["after"]["tensor"]
     return out
 
 
 def plot_transfers(cluster: Any, title: str, before: str = "before", after: str = "after"):
     """Every rank's buffers before → after an exchange, one panel per rank."""
-    states = cluster.pull(before, after)
-    tensor = first_tensor([s[before] for s in states])
-    return plots.plot_states(
-        "batch_isend_irecv", [plain_values(s[before]) for s in states],
-        [plain_values(s[after]) for s in states], backend=cluster.backend,
-        devices=[info.device for info in cluster.ranks],
-        dtype=tensor["dtype"] if tensor else None, title=title)
+    record = make_record(cluster, "batch_isend_irecv", before=before, after=after)
+    return plots.plot_record(record, title=title)

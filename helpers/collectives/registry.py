@@ -4,9 +4,6 @@ Per collective: its tensor arguments in torch's order and the role each plays on
 rank (tensor_arguments builds them), the one it writes, the parameter naming its root,
 whether it reduces, the argument pair our drawings show, the upstream diagram (URL and
 credit) and, for the eight nccl-tests measures, its busbw factor.
-Used by notebook 12 (tensor_arguments, call_keywords) and by notebooks 01-12 through
-helpers.collectives.models, checks, plots, panels, drawings, diagrams, examples, support and
-helpers.bench.
 """
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
 """Ring all-reduce step by step: the NumPy model, the per-rank check, the figure.
-Used by notebook 10.
 
 n ranks cut their tensor into n chunks (chunk c = elements [c·L, (c+1)·L)). In
 each step every rank sends one chunk to its right neighbour (r + 1) mod n and
@@ -24,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from helpers.formatting import format_value
-from helpers.checks import Report
-from helpers.records import plain_values
+from helpers.checks import Report, mark
 
 PHASES = ("reduce-scatter", "all-gather")
 SHORT = {"start": "start", "reduce-scatter": "RS", "all-gather": "AG"}
@@ -102,10 +100,6 @@ class RingTrace:
     def world_size(self) -> int:
         return self.values.shape[1]
 
-    @property
-    def chunk_len(self) -> int:
-        return self.values.shape[3]
-
     def tensors(self, rows: slice = slice(None)) -> np.ndarray:
         """(steps, rank, n·L): each rank's whole tensor, flat, as the ranks hold it."""
         v = self.values[rows]
@@ -152,7 +146,7 @@ def ring_model(data: Any) -> RingTrace:
 def gathered_states(cluster: Any, name: str = "states") -> np.ndarray:
     """(steps, rank, elements): the list `name` of tensors every rank kept, one per step."""
     per_rank = cluster.pull(name)
-    arrays = [np.array([plain_values(t) for t in r[name]], dtype=np.float64) for r in per_rank]
+    arrays = [np.array([np.asarray(t, dtype=np.float64) for t in r[name]]) for r in per_rank]
     lengths = {a.shape for a in arrays}
     if len(lengths) != 1:
         raise ValueError(f"the ranks kept different numbers of states: "
@@ -183,7 +177,8 @@ def report_ring(measured: Any, trace: RingTrace, phase: str | None = None,
         raise ValueError(f"measured states must be (steps, {n} ranks, elements), got {measured.shape}")
     if measured.shape[0] != len(steps) or measured.shape[2] != expected.shape[2]:
         what = f"the {phase} phase" if phase else "the whole ring"
-        verdicts.note(f"✗ {what} has {len(steps)} states (the start and {len(steps) - 1} steps) "
+        verdicts.note(f"{mark(False)} {what} has {len(steps)} states "
+                      f"(the start and {len(steps) - 1} steps) "
                       f"of {expected.shape[2]} elements per rank; the ranks kept "
                       f"{measured.shape[0]} state(s) of {measured.shape[2]} elements. Keep a "
                       "copy of the tensor before the first step and after every step.")
@@ -192,11 +187,12 @@ def report_ring(measured: Any, trace: RingTrace, phase: str | None = None,
         return verdicts
     good = np.isclose(measured, expected, rtol=rtol, atol=atol).all(axis=2)  # (steps, rank)
     width = max(len(s.short) for s in steps)
-    verdicts.note(" " * len(f"rank {n - 1} ✓ ") + " ".join(f"{s.short:>{width}}" for s in steps))
+    margin = len(f"rank {n - 1}") + 4                 # "rank n-1", then " ✓  " as Report writes it
+    verdicts.note(" " * margin + " ".join(f"{s.short:>{width}}" for s in steps))
     for r in range(n):
         ok = bool(good[:, r].all())
-        line = f"{f'rank {r} ✓' if ok else f'rank {r} ✗':<{len(f'rank {n - 1} ✓')}} " + " ".join(
-            f"{'✓' if g else '✗':>{width}}" for g in good[:, r])
+        line = " " * (len(str(n - 1)) - len(str(r))) + " ".join(   # the step columns aligned
+            f"{mark(g):>{width}}" for g in good[:, r])
         if not ok:
             i = int(np.argmin(good[:, r]))
             m = measured[i, r].reshape(n, -1)
@@ -205,7 +201,7 @@ def report_ring(measured: Any, trace: RingTrace, phase: str | None = None,
             line += (f"   first wrong after {steps[i].label}: "
                      + ", ".join(f"chunk {c} = {chunk_text(m[c])} (model: {chunk_text(e[c])})"
                                  for c in bad[:3]))
-        verdicts.line(line, ok)
+        verdicts.add(r, ok, line)
     return verdicts
 
 

@@ -24,15 +24,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
+from helpers.collectives import registry
 from helpers import checks
-from helpers.collectives import models
 from helpers.collectives.registry import REDUCING, ROOT, send_recv_ranks
-from helpers.checks import Report
 from helpers.figures.display import RankTable
-from helpers.records import record_from_states, save_results
+from helpers.records import record_from_states, record_values, save_results
 
 ACCEPTED = ("ok", "wrong", "unchecked")
-MARKS = {"ok": "✓", "wrong": "WRONG", "unchecked": "?", "refused": "no", "split": "split"}
+MARKS = {"ok": checks.mark(True), "wrong": "WRONG", "unchecked": "?", "refused": "no", "split": "split"}
 
 
 def first_line(error: str, limit: int = 90) -> str:
@@ -82,7 +81,8 @@ def classify_case(cluster: Any, key: tuple, outcomes: Sequence[Mapping[str, Any]
     if errors[0] is not None:
         case.update(status="refused", error=errors[0])
         changed = [r for r, o in enumerate(outcomes)
-                   if "after" in o and "before" in o and o["after"] != o["before"]]
+                   if "after" in o and "before" in o
+                   and record_values(o["after"]) != record_values(o["before"])]
         if changed:
             case["changed"] = changed
         return case, None
@@ -121,7 +121,8 @@ def op_table(records: list[dict], refused: dict[str, str]) -> RankTable:
         ok = all(checks.check(record))
         result = record["ranks"][0]["after"]
         shown = result.get("tensor", result.get("output"))
-        cells.setdefault(op, {})[dtype] = f"{'✓' if ok else '✗ (model disagrees)'} {shown}"
+        verdict = checks.mark(ok) + ("" if ok else " (model disagrees)")
+        cells.setdefault(op, {})[dtype] = f"{verdict} {shown}"
         dtypes.append(dtype)
     for key, error in refused.items():
         op, dtype = key.split("/")
@@ -180,7 +181,7 @@ def support_survey(cluster: Any, name: str = "outcomes", seconds: str = "probe_s
 def verified_records(survey: Mapping[str, Any], records: Sequence[dict]) -> list[dict]:
     """The records of the cases marked ok that helpers.collectives.models can check."""
     return [records[c["record"]] for c in survey["cases"]
-            if c["status"] == "ok" and c["collective"] in models.COLLECTIVES]
+            if c["status"] == "ok" and c["collective"] in registry.COLLECTIVES]
 
 
 def lookup(survey: Mapping[str, Any], collective: str, dtype: str, op: str | None = None) -> dict:
@@ -229,12 +230,6 @@ def save_survey(stem: str, survey: Mapping[str, Any]):
 
 # --------------------------------------------------------------------------- exercise
 
-def _label(key: Sequence[Any]) -> str:
-    collective, dtype, *rest = key
-    op = rest[0] if rest else None
-    return f"{collective}({dtype}{', ' + op if op else ''})"
-
-
 def find_record(records: Iterable[Mapping[str, Any]], collective: str, dtype: str,
                 op: str | None = None) -> Mapping[str, Any] | None:
     for record in records:
@@ -244,27 +239,6 @@ def find_record(records: Iterable[Mapping[str, Any]], collective: str, dtype: st
     return None
 
 
-def grade_support_prediction(prediction: Mapping[tuple, Any] | None,
-                             survey: Mapping[str, Any]) -> Report:
-    """Compare {(collective, dtype[, op]): True (accepted) / False (refused)} with this run.
-
-    One ✓/✗ line per case, true when all are right; asks for the prediction first
-    while it (or one of its entries) is None or `...`.
-    """
-    verdicts = Report()
-    if not prediction or prediction is Ellipsis or any(
-            said is None or said is Ellipsis for said in prediction.values()):
-        return verdicts.note("✎ Fill in your prediction first: True (accepted) or False "
-                             "(refused) for each case, then run this cell again.")
-    oks = []
-    for key, said in prediction.items():
-        case = lookup(survey, *key)
-        observed = is_accepted(case)
-        ok = bool(said) == observed
-        seen = ("accepted" + ("" if case["status"] == "ok" else f" ({case['status']})")
-                if observed else f"refused: {first_line(case.get('error', ''), 80)}")
-        verdicts.line(f"{'✓' if ok else '✗'} {_label(key):<36} you said "
-                      f"{'accepted' if said else 'refused':<8}  this run: {seen}", ok)
-        oks.append(ok)
-    return verdicts.note("All predictions right!" if all(oks) else
-                         f"{sum(oks)} of {len(oks)} right.")
+def accepted(survey: Mapping[str, Any], cases: Iterable[Sequence[Any]] | None) -> dict:
+    """{(collective, dtype[, op]): did this run accept it?} for the exercise's `grade`."""
+    return {tuple(case): is_accepted(lookup(survey, *case)) for case in cases or ()}

@@ -1,7 +1,7 @@
 """The survey of helpers.collectives.support drawn as tables: ✓ / 'no (k)' / … cells, errors below.
 
 `reduction_table`: reducing collectives, one row per op, one column per dtype;
-`movement_table`: the collectives that only move data, one row each. Used by notebook 12.
+`movement_table`: the collectives that only move data, one row each.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One collective call, animated from its record: pieces fly from the rank that sent them
 to the rank that received them, reductions are combined, the last frame is the recorded
-`after`. Used by notebooks 01-09 (animate_record).
+`after`.
 """
 from __future__ import annotations
 
@@ -36,159 +36,187 @@ def _combined(texts: list[str], op: str) -> str:
     return (INFIX[op].join(texts) if op in INFIX else f"{op.lower()}({','.join(texts)})")
 
 
-def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES,
-                   dpi: int = 60) -> FuncAnimation:
-    """Frames: the recorded `before`; the pieces in flight; (reductions) the contributions
-    combined; the recorded `after`. Values shown come from the record only."""
-    collective, n, _, params, ranks = parse_record(dict(record))
-    if travel_frames < 1:
-        raise ValueError(f"travel_frames must be at least 1, got {travel_frames}")
-    sent_arg, written_arg = SENT[collective], WRITTEN[collective]
-    befores = [r.get("before") or {} for r in ranks]
-    afters = [r.get("after") or {} for r in ranks]
-    sent = [_texts(b.get(sent_arg)) for b in befores]
-    written_before = [_texts(b.get(written_arg)) for b in befores]
-    written_after = [_texts(a.get(written_arg)) for a in afters]
-    for r in range(n):
-        for what, texts in (("sent", sent[r]), ("written", written_after[r])):
-            if texts is not None and len(texts) > MAX_CELLS:
-                raise ValueError(f"rank {r}'s {what} argument has {len(texts)} elements; the "
-                                 f"animation draws at most {MAX_CELLS}: use a smaller tensor")
-    def cut(arg: str, r: int) -> list:
-        return pieces(collective, arg, befores[r].get(arg), r, n, befores[r], params)
+class _RecordAnimation:
+    """The texts of one record, the figure's cells and tokens, and how each frame looks."""
 
-    paths = routes(collective, n, params, [cut(sent_arg, r) for r in range(n)],
-                   [cut(written_arg, r) for r in range(n)])
-    op = str(params.get("op") or "SUM").rsplit(".", 1)[-1].upper()
-    reducing = collective in REDUCING
+    def __init__(self, record: Mapping[str, Any], travel_frames: int, dpi: int):
+        collective, n, _, params, ranks = parse_record(dict(record))
+        if travel_frames < 1:
+            raise ValueError(f"travel_frames must be at least 1, got {travel_frames}")
+        self.n, self.travel_frames = n, travel_frames
+        sent_arg, written_arg = SENT[collective], WRITTEN[collective]
+        befores = [r.get("before") or {} for r in ranks]
+        afters = [r.get("after") or {} for r in ranks]
+        self.sent = [_texts(b.get(sent_arg)) for b in befores]
+        self.written_before = [_texts(b.get(written_arg)) for b in befores]
+        self.written_after = [_texts(a.get(written_arg)) for a in afters]
+        for r in range(n):
+            for what, texts in (("sent", self.sent[r]), ("written", self.written_after[r])):
+                if texts is not None and len(texts) > MAX_CELLS:
+                    raise ValueError(f"rank {r}'s {what} argument has {len(texts)} elements; "
+                                     f"the animation draws at most {MAX_CELLS}: use a "
+                                     "smaller tensor")
 
-    colors = ValueColors()
-    for group in (sent, written_before, written_after):
-        for texts in group:
-            for text in texts or []:
-                colors.add(text)
+        def cut(arg: str, r: int) -> list:
+            return pieces(collective, arg, befores[r].get(arg), r, n, befores[r], params)
 
-    import matplotlib.pyplot as plt
+        self.paths = routes(collective, n, params, [cut(sent_arg, r) for r in range(n)],
+                            [cut(written_arg, r) for r in range(n)])
+        self.op = str(params.get("op") or "SUM").rsplit(".", 1)[-1].upper()
+        self.colors = ValueColors()
+        for group in (self.sent, self.written_before, self.written_after):
+            for texts in group:
+                for text in texts or []:
+                    self.colors.add(text)
+        same = sent_arg == written_arg
+        self.headers = (f"{sent_arg} (sent{', before' if same else ''})",
+                        f"{written_arg} (written)")
+        self.root = root_of(collective, params) if collective != "send_recv" else None
+        self.names = [f"rank {r}" + (" (root)" if r == self.root else "") for r in range(n)]
+        self.signature = call_signature(collective, params)
+        self.undefined = [undefined_after(collective, r, params, written_arg) for r in range(n)]
+        self.combine_frame = 1 + travel_frames if collective in REDUCING else None
+        self.frame_count = 2 + travel_frames + (1 if collective in REDUCING else 0)
+        self._figure(dpi)
+        self._rank_rows()
+        self._tokens()
 
-    same = sent_arg == written_arg
-    headers = (f"{sent_arg} (sent{', before' if same else ''})", f"{written_arg} (written)")
-    root = root_of(collective, params) if collective != "send_recv" else None
-    names = [f"rank {r}" + (" (root)" if r == root else "") for r in range(n)]
-    signature = call_signature(collective, params)
-    longest_title = (f"{signature} · world size {n} · frame 10/10: "
-                     "after the call, as recorded")
-    n_left = max([len(t) for t in sent if t] + [1])
-    n_right = max([len(t) for t in written_before + written_after if t] + [1])
-    right_x = max(n_left + GAP, CHAR * len(headers[0]) + 0.6)
-    left_margin = CHAR * max(map(len, names)) + 0.5
-    undefined = [undefined_after(collective, r, params, written_arg) for r in range(n)]
-    note = 2.6 if any(undefined) else 0.0       # room for "undefined" after the cells
-    right_end = right_x + max(n_right + note, CHAR * len(headers[1])) + 0.3
-    width_units = max(left_margin + right_end, 1.25 * CHAR * len(longest_title))
-    right_end = width_units - left_margin
-    height_units = n * BAND_PITCH + 1.2
-    unit = min(0.42, 9.5 / width_units)
-    fig = plt.figure(figsize=(width_units * unit, height_units * unit + 0.5), dpi=dpi)
-    ax = fig.add_axes([0, 0, 1, (height_units * unit) / (height_units * unit + 0.5)])
-    ax.set_xlim(-left_margin, right_end)
-    ax.set_ylim(n * BAND_PITCH, -1.2)
-    ax.set_axis_off()
-    font = 26 * unit
-    for x, header in zip((0, right_x), headers):
-        ax.text(x, -0.6, header, ha="left", fontsize=font, family="monospace")
-    title = fig.text(0.01, 0.97, "", fontsize=font * 1.15, fontweight="bold", va="top")
+    def _figure(self, dpi: int) -> None:
+        import matplotlib.pyplot as plt
 
-    def cell(x: float, y: float, gid: str) -> tuple[Rectangle, Any]:
-        box = ax.add_patch(Rectangle((x + 0.04, y), 0.92, 1.0, facecolor="white",
-                                     edgecolor="#3a3a3a", linewidth=0.8, gid=gid))
-        return box, ax.text(x + 0.5, y + 0.5, "", ha="center", va="center", fontsize=font,
-                            gid=gid)
+        n = self.n
+        longest_title = (f"{self.signature} · world size {n} · frame 10/10: "
+                         "after the call, as recorded")
+        n_left = max([len(t) for t in self.sent if t] + [1])
+        n_right = max([len(t) for t in self.written_before + self.written_after if t] + [1])
+        self.right_x = max(n_left + GAP, CHAR * len(self.headers[0]) + 0.6)
+        left_margin = CHAR * max(map(len, self.names)) + 0.5
+        note = 2.6 if any(self.undefined) else 0.0       # room for "undefined" after the cells
+        right_end = self.right_x + max(n_right + note, CHAR * len(self.headers[1])) + 0.3
+        width_units = max(left_margin + right_end, 1.25 * CHAR * len(longest_title))
+        right_end = width_units - left_margin
+        height_units = n * BAND_PITCH + 1.2
+        unit = min(0.42, 9.5 / width_units)
+        self.fig = plt.figure(figsize=(width_units * unit, height_units * unit + 0.5), dpi=dpi)
+        self.ax = self.fig.add_axes([0, 0, 1, (height_units * unit) /
+                                     (height_units * unit + 0.5)])
+        self.ax.set_xlim(-left_margin, right_end)
+        self.ax.set_ylim(n * BAND_PITCH, -1.2)
+        self.ax.set_axis_off()
+        self.font = 26 * unit
+        for x, header in zip((0, self.right_x), self.headers):
+            self.ax.text(x, -0.6, header, ha="left", fontsize=self.font, family="monospace")
+        self.title = self.fig.text(0.01, 0.97, "", fontsize=self.font * 1.15,
+                                   fontweight="bold", va="top")
 
-    def paint(box: Rectangle, label: Any, text: str, face: str | None = None,
-              hatch: str | None = None) -> None:
-        face = face or colors(text)
+    def _cell(self, x: float, y: float, gid: str) -> tuple[Rectangle, Any]:
+        box = self.ax.add_patch(Rectangle((x + 0.04, y), 0.92, 1.0, facecolor="white",
+                                          edgecolor="#3a3a3a", linewidth=0.8, gid=gid))
+        return box, self.ax.text(x + 0.5, y + 0.5, "", ha="center", va="center",
+                                 fontsize=self.font, gid=gid)
+
+    def _paint(self, box: Rectangle, label: Any, text: str, face: str | None = None,
+               hatch: str | None = None) -> None:
+        face = face or self.colors(text)
         box.set_facecolor(face)
         box.set_hatch(hatch)
         box.set_edgecolor(UNDEFINED_EDGE if hatch else "#3a3a3a")
         label.set_text(text)
         label.set_color(text_color_for(face) if not hatch else "#555555")
 
-    left_cells, right_cells, notes = [], [], []
-    for r in range(n):
-        y = r * BAND_PITCH
-        ax.text(-0.3, y + 0.5, names[r], ha="right", va="center", fontsize=font,
-                fontweight="bold" if r == root else "normal")
-        left_cells.append([cell(k, y, f"sent:rank{r}:{k}") for k in range(len(sent[r] or []))])
-        size = len(written_after[r] or written_before[r] or [])
-        right_cells.append([cell(right_x + k, y, f"written:rank{r}:{k}") for k in range(size)])
-        if undefined[r] and right_cells[r]:
-            notes.append(ax.text(right_x + len(right_cells[r]) + 0.2, y + 0.5, "undefined",
-                                 va="center", fontsize=font * 0.9, color="#6b6b6b",
-                                 fontstyle="italic", visible=False))
-        for x, texts in ((0, sent[r]), (right_x, written_after[r] or written_before[r])):
-            if texts is None:
-                ax.text(x + 0.1, y + 0.5, "None (not passed)", va="center",
-                        fontsize=font * 0.9, color="#999999", fontstyle="italic")
-        for (box, label), text in zip(left_cells[r], sent[r] or []):
-            paint(box, label, text)
+    def _rank_rows(self) -> None:
+        """Per rank: its name, the sent cells (filled), the written cells (filled per frame)."""
+        ax, font, right_x = self.ax, self.font, self.right_x
+        self.left_cells, self.right_cells, self.notes = [], [], []
+        for r in range(self.n):
+            y = r * BAND_PITCH
+            ax.text(-0.3, y + 0.5, self.names[r], ha="right", va="center", fontsize=font,
+                    fontweight="bold" if r == self.root else "normal")
+            self.left_cells.append([self._cell(k, y, f"sent:rank{r}:{k}")
+                                    for k in range(len(self.sent[r] or []))])
+            written = self.written_after[r] or self.written_before[r]
+            self.right_cells.append([self._cell(right_x + k, y, f"written:rank{r}:{k}")
+                                     for k in range(len(written or []))])
+            if self.undefined[r] and self.right_cells[r]:
+                self.notes.append(ax.text(right_x + len(self.right_cells[r]) + 0.2, y + 0.5,
+                                          "undefined", va="center", fontsize=font * 0.9,
+                                          color="#6b6b6b", fontstyle="italic", visible=False))
+            for x, texts in ((0, self.sent[r]), (right_x, written)):
+                if texts is None:
+                    ax.text(x + 0.1, y + 0.5, "None (not passed)", va="center",
+                            fontsize=font * 0.9, color="#999999", fontstyle="italic")
+            for (box, label), text in zip(self.left_cells[r], self.sent[r] or []):
+                self._paint(box, label, text)
 
-    flights = []            # (token, (x0, y0), (x1, y1)) per element in flight
-    for path in paths:
-        for q, src in path.sources:
-            for offset in range(path.dst.stop - path.dst.start):
-                text = sent[q][src.start + offset]
-                token = ax.text(0, 0, text, ha="center", va="center", fontsize=font,
-                                color=text_color_for(colors(text)), visible=False, zorder=5,
-                                gid="token", bbox=dict(boxstyle="round,pad=0.25",
-                                                       fc=colors(text), ec="#222222", lw=0.8))
-                start = (src.start + offset + 0.5, q * BAND_PITCH + 0.5)
-                end = (right_x + path.dst.start + offset + 0.5,
-                       path.dst_rank * BAND_PITCH + 0.5)
-                flights.append((token, start, end))
+    def _tokens(self) -> None:
+        """One token per element in flight: (token, (x0, y0), (x1, y1))."""
+        self.flights = []
+        for path in self.paths:
+            for q, src in path.sources:
+                for offset in range(path.dst.stop - path.dst.start):
+                    text = self.sent[q][src.start + offset]
+                    face = self.colors(text)
+                    token = self.ax.text(0, 0, text, ha="center", va="center",
+                                         fontsize=self.font, color=text_color_for(face),
+                                         visible=False, zorder=5, gid="token",
+                                         bbox=dict(boxstyle="round,pad=0.25", fc=face,
+                                                   ec="#222222", lw=0.8))
+                    start = (src.start + offset + 0.5, q * BAND_PITCH + 0.5)
+                    end = (self.right_x + path.dst.start + offset + 0.5,
+                           path.dst_rank * BAND_PITCH + 0.5)
+                    self.flights.append((token, start, end))
 
-    combine_frame = 1 + travel_frames if reducing else None
-    frame_count = 2 + travel_frames + (1 if reducing else 0)
-
-    def draw_frame(i: int) -> None:
-        last = i == frame_count - 1
-        for r in range(n):
-            texts = written_after[r] if last else written_before[r]
-            for k, (box, label) in enumerate(right_cells[r]):
+    def draw_frame(self, i: int) -> None:
+        last, travel = i == self.frame_count - 1, self.travel_frames
+        for r in range(self.n):
+            texts = self.written_after[r] if last else self.written_before[r]
+            for k, (box, label) in enumerate(self.right_cells[r]):
                 text = texts[k] if texts and k < len(texts) else ""
-                hatch = "////" if last and undefined[r] else None
-                paint(box, label, text, UNDEFINED_FACE if hatch else None, hatch)
-        for note_text in notes:
+                hatch = "////" if last and self.undefined[r] else None
+                self._paint(box, label, text, UNDEFINED_FACE if hatch else None, hatch)
+        for note_text in self.notes:
             note_text.set_visible(last)
-        flying = 1 <= i <= travel_frames
-        for token, (x0, y0), (x1, y1) in flights:
+        flying = 1 <= i <= travel
+        for token, (x0, y0), (x1, y1) in self.flights:
             token.set_visible(flying)
             if flying:
-                f = ease(i / travel_frames)
+                f = ease(i / travel)
                 token.set_position((x0 + f * (x1 - x0), y0 + f * (y1 - y0)))
-        if i == combine_frame:
-            for path in paths:
-                for offset in range(path.dst.stop - path.dst.start):
-                    parts = [sent[q][s.start + offset] for q, s in path.sources]
-                    box, label = right_cells[path.dst_rank][path.dst.start + offset]
-                    paint(box, label, _combined(parts, op), COMBINE_FACE)
-                    label.set_fontsize(font * (0.75 if len(parts) > 2 else 0.9))
+        if i == self.combine_frame:
+            self._combine()
         else:
-            for cells in right_cells:
+            for cells in self.right_cells:
                 for _, label in cells:
-                    label.set_fontsize(font)
+                    label.set_fontsize(self.font)
         phase = ("before the call" if i == 0 else "after the call, as recorded" if last
-                 else f"combining with {op}" if i == combine_frame
-                 else f"in flight, {i}/{travel_frames}")
-        title.set_text(f"{signature} · world size {n} · "
-                       f"frame {i + 1}/{frame_count}: {phase}")
+                 else f"combining with {self.op}" if i == self.combine_frame
+                 else f"in flight, {i}/{travel}")
+        self.title.set_text(f"{self.signature} · world size {self.n} · "
+                            f"frame {i + 1}/{self.frame_count}: {phase}")
 
-    def read_drawn() -> dict:
-        return {"title": title.get_text(),
-                "ranks": [{"rank": r, "sent": [lbl.get_text() for _, lbl in left_cells[r]],
-                           "written": [lbl.get_text() for _, lbl in right_cells[r]]}
-                          for r in range(n)],
+    def _combine(self) -> None:
+        """The reduction's frame: each written cell shows how its contributions combine."""
+        for path in self.paths:
+            for offset in range(path.dst.stop - path.dst.start):
+                parts = [self.sent[q][s.start + offset] for q, s in path.sources]
+                box, label = self.right_cells[path.dst_rank][path.dst.start + offset]
+                self._paint(box, label, _combined(parts, self.op), COMBINE_FACE)
+                label.set_fontsize(self.font * (0.75 if len(parts) > 2 else 0.9))
+
+    def read_drawn(self) -> dict:
+        return {"title": self.title.get_text(),
+                "ranks": [{"rank": r, "sent": [lbl.get_text() for _, lbl in self.left_cells[r]],
+                           "written": [lbl.get_text() for _, lbl in self.right_cells[r]]}
+                          for r in range(self.n)],
                 "moving": [[round(t.get_position()[0], 3), round(t.get_position()[1], 3),
-                            t.get_text()] for t, _, _ in flights if t.get_visible()]}
+                            t.get_text()] for t, _, _ in self.flights if t.get_visible()]}
 
-    draw_frame(0)
-    return step_animation(fig, frame_count, draw_frame, read_drawn)
+
+def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES,
+                   dpi: int = 60) -> FuncAnimation:
+    """Frames: the recorded `before`; the pieces in flight; (reductions) the contributions
+    combined; the recorded `after`. Values shown come from the record only."""
+    drawing = _RecordAnimation(record, travel_frames, dpi)
+    drawing.draw_frame(0)
+    return step_animation(drawing.fig, drawing.frame_count, drawing.draw_frame,
+                          drawing.read_drawn)

@@ -5,7 +5,6 @@ registry (helpers.collectives.registry.ROLES): "input"/"output" one piece, "inpu
 per list item, "input_flat"/"output_flat" world_size chunks (all_to_all_single: cut by
 the recorded split sizes). A Route says which pieces of the sent argument arrive in one
 piece of the written argument; several sources mean a reduction.
-Used by notebooks 01-09 through helpers.figures.animate_records.
 """
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Measured per-rank timelines filling in over time: the pipeline schedules (notebook 18)
-and the barrier (notebook 00). Used by notebooks 00 and 18 (animate_timeline,
-animate_barrier).
+and the barrier (notebook 00).
 
 An event is (kind, label, begin, end), seconds since the ranks' common start, as
 helpers.training.pipeline.Timeline records them. All panels share one clock, so a

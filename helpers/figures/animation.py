@@ -4,7 +4,6 @@ An animation here is a matplotlib `FuncAnimation` over frames 0 … n − 1 with
 attributes: `draw_frame(i)` (puts the figure's artists in frame i's state) and
 `read_drawn()` (what the artists show now, as plain data). `read_frame(anim, i)` uses
 both, so tests and the page's caption check what is drawn, not what went in.
-Used by notebooks 00-10 and 18 through helpers.figures.
 """
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ user guide), fetched once with a short timeout and cached *outside* the
 repository; without network it falls back to our own drawing in
 `images/<collective>.png` and says so in `Diagram.note`.
 
-Our drawings live in helpers.figures.drawings (`make images`). Used by notebooks 01-10 and 12
-(`load_diagram`, `show_diagram`).
+Our drawings live in helpers.figures.drawings (`make images`).
 
 Environment: TUTORIAL_OFFLINE=1 skips the network; TUTORIAL_CACHE_DIR moves the
 cache (default ~/.cache/nccl-notebooks/diagrams); TUTORIAL_DIAGRAM_BASE_URL
@@ -28,7 +27,7 @@ from typing import Any
 
 
 from helpers.collectives.registry import ALIASES, UPSTREAM
-from helpers.figures.drawings import IMAGES_DIR, LOCAL_DRAWINGS, REGENERATE  # noqa: F401
+from helpers.figures.drawings import IMAGES_DIR, REGENERATE
 from helpers.runtime.files import atomic_write
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -118,7 +117,7 @@ def _fetch(url: str, timeout_s: float, max_bytes: int = 8_000_000) -> bytes:
                     if total > max_bytes:
                         raise ValueError(f"more than {max_bytes} bytes")
                 raise TimeoutError(f"download took longer than {timeout_s} s")
-        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+        except BaseException as exc:
             result["error"] = exc
 
     thread = threading.Thread(target=worker, name="diagram-fetch", daemon=True)
@@ -191,7 +190,7 @@ def load_diagram(collective: str, timeout_s: float = 3.0) -> Diagram:
         note = (f"The upstream diagram is unavailable (HTTP {exc.code}): showing our own "
                 f"drawing of {collective}; the upstream diagram is at {url}")
         return _local(collective, url, note, repr(exc))
-    except Exception as exc:  # noqa: BLE001 - any network trouble means "offline"
+    except Exception as exc:
         _UNREACHABLE[host] = time.monotonic()
         return _local(collective, url, offline, repr(exc))
     if not is_png(data):
@@ -235,7 +234,3 @@ class DiagramDisplay:
 
     def __repr__(self) -> str:
         return f"<diagram of {self.diagram.collective}: {self.diagram.caption}>"
-
-
-def show_diagram(collective: str, timeout_s: float = 3.0) -> DiagramDisplay:
-    return DiagramDisplay(load_diagram(collective, timeout_s))

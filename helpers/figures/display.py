@@ -1,5 +1,4 @@
-"""Small display helpers: per-rank tables that render in JupyterLab, HTML and text.
-Used by notebooks 00 (rank_table, plot_barrier), 05 and 12 (via helpers.collectives.support)."""
+"""Small display helpers: per-rank tables that render in JupyterLab, HTML and text."""
 from __future__ import annotations
 
 import html

@@ -2,8 +2,7 @@
 
 A panel per rank lists its arguments (torch parameter names, one row per list element)
 with the cells before and after the call; `record_colors` gives every value one colour
-across the record. Used by notebooks 01-10 and 12 through helpers.figures.plots (plot_record),
-helpers.figures.drawings and helpers.collectives.all_to_all.
+across the record.
 """
 from __future__ import annotations
 
@@ -13,10 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import matplotlib
 import matplotlib.colors as mcolors
 
-from helpers.collectives.registry import ARGS as SIGNATURES  # torch's tensor arguments, in order
-from helpers.collectives.registry import LIST_ARGS
-from helpers.collectives.registry import ROOT as ROOT_PARAM
-from helpers.collectives.registry import UNDEFINED_OFF_ROOT
+from helpers.collectives.registry import ARGS, LIST_ARGS, ROOT, UNDEFINED_OFF_ROOT
 from helpers.formatting import format_value
 
 PLAIN_ARGS = {"output_split_sizes", "input_split_sizes"}   # ints, not tensors: plain text
@@ -139,7 +135,7 @@ class Panel:
 def undefined_after(collective: str, rank: int, params: Mapping[str, Any], arg: str) -> bool:
     """Buffers the torch API leaves undefined after the call (the registry says which)."""
     return (arg == UNDEFINED_OFF_ROOT.get(collective)
-            and rank != params.get(ROOT_PARAM[collective]))
+            and rank != params.get(ROOT[collective]))
 
 
 def _side(value: Any, undefined: bool = False, like: Side | None = None) -> Side:
@@ -154,7 +150,7 @@ def _side(value: Any, undefined: bool = False, like: Side | None = None) -> Side
 
 
 def arg_order(collective: str, states: Iterable[Mapping[str, Any]]) -> list[str]:
-    order = list(SIGNATURES.get(collective, ()))
+    order = list(ARGS.get(collective, ()))  # torch's tensor arguments, in order
     for state in states:
         for key in state:
             if key not in order:
@@ -168,7 +164,7 @@ def build_panels(record: Mapping[str, Any]) -> list[Panel]:
     ranks = sorted(record["ranks"], key=lambda r: r["rank"])
     args = arg_order(collective, [s for r in ranks for s in (r.get("before") or {}, r.get("after") or {})])
     # The ranks to mark: src or dst of a rooted collective, both ends of a send/recv.
-    keys = ("src", "dst") if collective == "send_recv" else (ROOT_PARAM.get(collective),)
+    keys = ("src", "dst") if collective == "send_recv" else (ROOT.get(collective),)
     marked = {params[k]: k for k in keys if k is not None and params.get(k) is not None}
     panels = []
     for info in ranks:

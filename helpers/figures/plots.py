@@ -6,7 +6,7 @@ arguments (torch parameter names, one row per list element) with the values
 by value across the whole record, so a piece of data keeps its colour wherever
 it travels and a reduced result gets a colour of its own.
 
-What each panel shows is computed in helpers.figures.panels. Used by notebooks 01-10 and 12.
+What each panel shows is computed in helpers.figures.panels.
 
 The module never selects a matplotlib backend; figures are created through
 pyplot and closed again, so a notebook shows the returned figure exactly once.

@@ -18,18 +18,17 @@ from typing import Any, Callable
 
 import ipyparallel as ipp
 
-from helpers.records import plain_values
 from helpers.runtime import engine, launchers, unix_sockets
 from helpers.runtime import warm as warm_start
-from helpers.runtime.config import (ClusterConfigError, resolve_config, resolve_debug,  # noqa: F401
-                            resolve_timeout, visible_gpu_count)  # re-exported
+from helpers.runtime.config import ClusterConfigError, resolve_config, resolve_debug, resolve_timeout
 from helpers.runtime.diagnose import show_with_diagnosis
 from helpers.runtime.group import START_TIMEOUT_S, RankInfo, join_process_group
 from helpers.runtime.progress import COLD_STAGES, WARM_STAGES, StartProgress, timings_line
+from helpers.runtime.transfer import decode
 from helpers.runtime.starting import (activate, new_ipp_cluster, owned_and_private,
                                       quiet, shell, start_processes, start_reaper)
-from helpers.runtime.processes import (OWNER_VARIABLE, cluster_processes, end_orphans,  # noqa: F401
-                                       end_processes, forget_cluster_files)
+from helpers.runtime.processes import (cluster_processes, end_orphans, end_processes,
+                                       forget_cluster_files)
 
 
 _current: "TutorialCluster | None" = None  # the cluster this kernel started last
@@ -81,18 +80,21 @@ class TutorialCluster:
         return [info.engine_id for info in self.ranks]
 
     def pull(self, *names: str) -> list[dict[str, Any]]:
-        """Bring named engine variables to the notebook: one dict per rank, in rank order.
+        """Bring named engine variables to the notebook: one dict per rank, in rank order,
+        {"rank": r, name: value, ...}.
 
-        Tensors arrive as {"values": nested list, "dtype": ..., "device": ...}.
+        Tensors arrive as CPU torch tensors of the rank's dtype, NumPy arrays as arrays,
+        containers as lists and dicts (helpers.runtime.transfer).
         """
         self._check_running()
         view = self.client.direct_view(self.engine_ids)
         per_rank = view.apply_async(engine.pull, list(names)).get(timeout=self.timeout_s)
-        return [{"rank": info.rank, **values} for info, values in zip(self.ranks, per_rank)]
+        return [{"rank": info.rank, **decode(values)}
+                for info, values in zip(self.ranks, per_rank)]
 
     def values(self, name: str) -> list[Any]:
-        """`name` on every rank, in rank order, its tensors as plain nested lists."""
-        return [plain_values(state[name]) for state in self.pull(name)]
+        """`name` on every rank, in rank order (tensors as CPU tensors, as `pull`)."""
+        return [state[name] for state in self.pull(name)]
 
     def apply(self, function: Callable[..., Any], *args: Any,
               timeout_s: float | None = None) -> list[Any]:
@@ -155,9 +157,9 @@ class TutorialCluster:
         with contextlib.suppress(Exception):
             self.client.close()
         # Ending the processes ourselves is quick; ipyparallel's own stop waits ~3 s and
-        # leaves the engine nannies running for seconds more. No leave_group first: an
-        # engine stuck in a collective would hold it up, and an ended process leaves
-        # its group anyway.
+        # leaves the engine nannies running for seconds more (ipp_compat: own-stop). No
+        # leave_group first: an engine stuck in a collective would hold it up, and an
+        # ended process leaves its group anyway.
         end_processes(cluster_processes(self.cluster_id), grace_s=STOP_GRACE_S)
         with quiet(self._ipp_cluster), contextlib.suppress(Exception):
             self._ipp_cluster.stop_cluster_sync()  # its bookkeeping: the cluster file
@@ -205,7 +207,8 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
     launcher: "local", "mpi" or "slurm" (TUTORIAL_LAUNCHER); interface: the network
     interface for multi-node runs (TUTORIAL_IFNAME). warm=True (TUTORIAL_WARM_START=1)
     reuses the engines a previous notebook left. A cluster started earlier in this
-    kernel is stopped first; processes a dead kernel left behind are ended.
+    kernel is stopped first; processes a dead kernel of this user left behind under
+    the same IPYTHONDIR are ended (another IPYTHONDIR's are left alone).
     In a Jupyter kernel the cell shows what it waits for, then the summary
     (quiet=True: nothing); `cluster.start_timings` has each stage's seconds.
     """

@@ -1,7 +1,7 @@
 """Run a case on a disposable group of processes, where a dead rank costs nothing.
 
 Some mistakes do not raise on gloo: they kill the receiving process (SIGABRT from gloo's
-own checks), which no timeout can catch. Notebooks 03, 04, 05, 08, 09 and 13 show such
+own checks), which no timeout can catch. The notebooks show such
 cases for real with `run_disposable`: the case is an ordinary function of
 `(rank, world_size)` written in a notebook cell, its source is shipped to `world_size`
 fresh `python` processes that form their own gloo group (a new TCPStore on 127.0.0.1,
@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,12 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from helpers.runtime.rendezvous import listening_socket
+
 RESULT_MARK = "@@disposable-result "
+_ROOT = str(Path(__file__).resolve().parents[2])   # the folder that holds helpers/
 
 # What every disposable rank runs: join a fresh gloo group, call the case, report.
 _RANK_SCRIPT = r'''
 import ctypes, json, os, resource, sys, time
-from datetime import timedelta
 # No core dump when gloo aborts this rank: the kernel keeps a dumping process's sockets
 # open until the dump is written (189 MB, or a pipe to a crash collector), so its peers
 # would wait out the timeout instead of failing at once, and a `core` file would be left
@@ -44,32 +45,24 @@ os.environ["GLOO_SOCKET_IFNAME"] = "lo"
 os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL" if spec["detail"] else "OFF"
 import torch
 import torch.distributed as dist
-
-def plain(value):
-    if isinstance(value, torch.Tensor):
-        return value.tolist()
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    return value
+sys.path.insert(0, spec["root"])   # the helpers the notebook imported
+from helpers.runtime.rendezvous import join
+from helpers.runtime.transfer import encode
 
 rank, world_size = spec["rank"], spec["world_size"]
-store = dist.TCPStore("127.0.0.1", spec["port"], world_size, rank == 0,
-                      timedelta(seconds=spec["timeout_s"] + 10),
-                      master_listen_fd=spec["listen_fd"], wait_for_workers=False)
-dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
-                        timeout=timedelta(seconds=spec["timeout_s"]))
+store = join("gloo", rank, world_size, "127.0.0.1", spec["port"], spec["timeout_s"],
+             listen_fd=spec["listen_fd"], store_timeout_s=spec["timeout_s"] + 10)
 namespace = {"torch": torch, "dist": dist, "__name__": "__disposable__"}
 exec(compile(spec["source"], "<case>", "exec"), namespace)
 case = namespace[spec["name"]]
 start = time.monotonic()
 try:
-    report = {"result": plain(case(rank, world_size, **spec["args"]))}
+    report = {"result": encode(case(rank, world_size, **spec["args"]))}
 except Exception as err:
     report = {"error": f"{type(err).__name__}: {err}"}
 report["seconds"] = time.monotonic() - start
-print("@@disposable-result " + json.dumps(report), flush=True)
+# the result travels as JSON: encode's tensors (and NumPy arrays) as nested lists
+print("@@disposable-result " + json.dumps(report, default=lambda v: v.tolist()), flush=True)
 sys.stderr.flush()
 sys.stdin.read()   # stay alive, like an engine, until every rank has reported or died
 os._exit(0)        # no teardown: a peer may be dead, and these processes are disposable
@@ -154,9 +147,7 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, not {world_size}")
     source, name = case_source(case), case.__name__
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(128)
+    listener = listening_socket("127.0.0.1")
     port = listener.getsockname()[1]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     with tempfile.TemporaryDirectory(prefix="disposable-") as tmp:
@@ -166,7 +157,8 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
                 spec = {"rank": rank, "world_size": world_size, "port": port,
                         "listen_fd": listener.fileno() if rank == 0 else None,
                         "timeout_s": timeout_s, "detail": detail,
-                        "source": source, "name": name, "args": dict(args or {})}
+                        "source": source, "name": name, "args": dict(args or {}),
+                        "root": _ROOT}
                 out = open(Path(tmp) / f"{rank}.out", "w+")
                 err = open(Path(tmp) / f"{rank}.err", "w+")
                 logs.append((out, err))

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 import socket
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from helpers.formatting import to_plain
+from helpers.runtime import rendezvous
+from helpers.runtime.transfer import encode
 
 if TYPE_CHECKING:
     import torch.distributed as dist
@@ -18,14 +18,16 @@ if TYPE_CHECKING:
 # torch is imported inside the functions: the notebook imports this module only to ship
 # its functions, and must not pay for torch (the engines import it when they start).
 
-# Rank 0 owns the rendezvous store; it must outlive the call that created it.
+# Rank 0 owns the rendezvous store; it must outlive the call that created it. Its socket
+# listens from open_store until join_group hands it to the store.
 _master_store: dist.TCPStore | None = None
+_store_socket: socket.socket | None = None
 
 
 def ready() -> int:
     """torch and torch.distributed are imported here; return this engine's pid."""
-    import torch  # noqa: F401
-    import torch.distributed  # noqa: F401
+    import torch
+    import torch.distributed  # noqa: F401  (imported for its cost, before the group)
 
     return os.getpid()
 
@@ -40,27 +42,13 @@ def _user_namespace() -> dict:
     return shell.user_ns
 
 
-def open_store(world_size: int, timeout_s: float, host: str = "127.0.0.1") -> int:
-    """On rank 0: start the rendezvous store on a socket bound to `host`; return its port.
-
-    Binding the socket ourselves keeps the store off other interfaces (a TCPStore
-    given 127.0.0.1 still binds every interface) and port 0 avoids port races.
-    """
-    global _master_store
-    import torch.distributed as dist
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    _master_store = dist.TCPStore(
-        host, port, world_size, True,
-        timeout=timedelta(seconds=timeout_s),
-        wait_for_workers=False,
-        master_listen_fd=sock.detach(),  # detach: the store now owns the fd
-    )
-    return port
+def open_store(host: str = "127.0.0.1") -> int:
+    """On rank 0: the rendezvous store's socket, bound to `host` and listening; its port."""
+    global _store_socket
+    if _store_socket is not None:
+        _store_socket.close()
+    _store_socket = rendezvous.listening_socket(host)
+    return _store_socket.getsockname()[1]
 
 
 def join_group(rank: int, world_size: int, backend: str, port: int, timeout_s: float,
@@ -72,6 +60,7 @@ def join_group(rank: int, world_size: int, backend: str, port: int, timeout_s: f
     every collective first meets the other ranks in a monitored barrier and
     compares shapes and dtypes, so a mismatch is an error naming the ranks.
     """
+    global _master_store, _store_socket
     import torch
     import torch.distributed as dist
 
@@ -88,16 +77,14 @@ def join_group(rank: int, world_size: int, backend: str, port: int, timeout_s: f
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-    timeout = timedelta(seconds=timeout_s)
+    # Binding the device at init makes NCCL create its communicator now.
+    device_id = device if backend == "nccl" else None
     if rank == 0:
-        store = _master_store
+        listen_fd, _store_socket = _store_socket.detach(), None   # the store owns it now
+        _master_store = rendezvous.join(backend, rank, world_size, host, port, timeout_s,
+                                        listen_fd=listen_fd, device_id=device_id)
     else:
-        store = dist.TCPStore(host, port, world_size, False, timeout=timeout)
-    dist.init_process_group(
-        backend, store=store, rank=rank, world_size=world_size, timeout=timeout,
-        # Binding the device at init makes NCCL create its communicator now.
-        device_id=device if backend == "nccl" else None,
-    )
+        rendezvous.join(backend, rank, world_size, host, port, timeout_s, device_id=device_id)
     _user_namespace().update(
         rank=rank, world_size=world_size, device=device,
         torch=torch, dist=dist, snapshot=snapshot,
@@ -111,13 +98,16 @@ def join_group(rank: int, world_size: int, backend: str, port: int, timeout_s: f
 
 def leave_group() -> bool:
     """Destroy every process group (if any) and drop the store. Idempotent."""
-    global _master_store
+    global _master_store, _store_socket
     import torch.distributed as dist
 
     was_initialized = dist.is_initialized()
     if was_initialized:
         dist.destroy_process_group()
     _master_store = None
+    if _store_socket is not None:   # opened, never handed to a store
+        _store_socket.close()
+        _store_socket = None
     return was_initialized
 
 
@@ -161,7 +151,8 @@ def snapshot(**arguments: Any) -> dict:
 
 
 def pull(names: list[str]) -> dict:
-    """Named values from this engine's namespace, converted by `to_plain`."""
+    """Named values from this engine's namespace, encoded for the trip to the notebook
+    (helpers.runtime.transfer: tensors as detached CPU copies)."""
     namespace = _user_namespace()
     missing = [n for n in names if n not in namespace]
     if missing:
@@ -169,4 +160,4 @@ def pull(names: list[str]) -> dict:
             f"rank {namespace.get('rank', '?')} has no variable named "
             f"{', '.join(map(repr, missing))}: run the %%px cell that defines it first"
         )
-    return {name: to_plain(namespace[name]) for name in names}
+    return {name: encode(namespace[name]) for name in names}

@@ -14,7 +14,8 @@ to ipyparallel's engine through $IPP_CONNECTION_INFO and becomes one engine.
 Each copy is forked twice and its middle process exits, so the engines are not
 children of one another: any of them can end without leaving a zombie in another.
 Each copy reseeds Python's and torch's random generators, as a new process would.
-Started by helpers.runtime.cluster (every notebook's start cell, local launcher).
+ipp_compat: forking-engine-start (the ipyparallel interfaces this relies on).
+Started by helpers.runtime.starting (the local launcher).
 """
 from __future__ import annotations
 
@@ -75,11 +76,11 @@ def main() -> None:
     connection_file = sys.argv.pop(1)
     n_engines = int(sys.argv.pop(1))
     import ipykernel.ipkernel  # noqa: F401  what every engine imports; paid once
-    import torch  # noqa: F401  the import each rank would otherwise pay in join_group
-    import torch.distributed  # noqa: F401
+    import torch
+    import torch.distributed  # noqa: F401  (imported for its cost, as the lines around)
     from ipyparallel.engine.app import main as engine_main
 
-    import helpers.runtime.engine  # noqa: F401
+    import helpers.runtime.engine  # noqa: F401  (imported for its cost: forks share it)
 
     fork_engines(n_engines - 1)
     os.environ["IPP_CONNECTION_INFO"] = read_connection_file(connection_file)

@@ -72,8 +72,7 @@ def _join_once(client: ipp.Client, order: list[tuple[int, int, int]], backend: s
     host = plan.rendezvous_host
     if plan.launcher == "slurm":  # rank 0's node is the rendezvous
         host = client[master].apply_sync(launchers.interface_address, plan.interface)
-    port = client[master].apply_async(
-        engine.open_store, world_size, timeout_s, host).get(timeout=START_TIMEOUT_S)
+    port = client[master].apply_async(engine.open_store, host).get(timeout=START_TIMEOUT_S)
     pending = [
         client[eid].apply_async(engine.join_group, rank, world_size, backend, port,
                                 timeout_s, local_rank, host, plan.interface, debug)

@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # engines import this module too: keep ipyparallel off its im
 LAUNCHERS = ("local", "mpi", "slurm")
 LOOPBACK = "127.0.0.1"
 
-# ipyparallel 9.2 names (ipyparallel/cluster/launcher.py, entry points "mpi"/"slurm")
+# ipyparallel's class names (ipyparallel/cluster/launcher.py, entry points "mpi"/"slurm";
+# ipp_compat: launcher-class-names)
 MPI_ENGINES = "MPIEngineSetLauncher"
 SLURM_ENGINES = "SlurmEngineSetLauncher"
 SLURM_CONTROLLER = "SlurmControllerLauncher"
@@ -44,6 +45,7 @@ IPC_ARGS = ["--IPController.transport=ipc"]
 # engine no longer exits by itself when the controller is gone: stop() and the reaper
 # end it). The nanny stays: notebook 13 counts the engines a crash leaves, which the
 # nanny reports at once (its relay socket stays on TCP, hard-coded in ipyparallel).
+# ipp_compat: engine-heartbeat-tcp
 ENGINE_IPC_ARGS = ["--IPEngine.max_heartbeat_misses=0"]
 
 
@@ -63,16 +65,6 @@ class LaunchPlan:
     config: dict[str, dict[str, Any]] = field(default_factory=dict)
     rendezvous_host: str = LOOPBACK
     interface: str = "lo"
-
-    def apply(self, cluster: "ipp.Cluster") -> "ipp.Cluster":
-        """Put this plan's launcher config on `cluster` (before it starts)."""
-        return apply(self, cluster)
-
-    def new_cluster(self, **kwargs: Any) -> "ipp.Cluster":
-        """`ipp.Cluster(**cluster_kwargs, **kwargs)` with the config applied; not started."""
-        import ipyparallel as ipp
-
-        return apply(self, ipp.Cluster(**{**self.cluster_kwargs, **kwargs}))
 
 
 def resolve_launcher(name: str | None = None) -> str:

@@ -2,8 +2,10 @@
 
 Every process ipyparallel starts for a cluster carries IPP_CLUSTER_ID in its
 environment; ours also carry TUTORIAL_OWNER_PID, the process that answers for
-them (the kernel, or the keeper of a warm cluster). When that owner is gone,
-the processes are orphans and the next start cell ends them.
+them (the kernel, or the keeper of a warm cluster), and TUTORIAL_IPYTHONDIR, the
+IPYTHONDIR whose profile holds the cluster's files. When the owner is gone, the
+processes are orphans, and the next start cell of the same user and the same
+IPYTHONDIR ends them: another project (another IPYTHONDIR) or another user keeps its own.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import psutil
 from helpers.runtime.unix_sockets import remove_sockets
 
 OWNER_VARIABLE = "TUTORIAL_OWNER_PID"
+IPYTHONDIR_VARIABLE = "TUTORIAL_IPYTHONDIR"
 
 
 def _environ(proc: psutil.Process) -> dict[str, str]:
@@ -27,15 +30,31 @@ def _environ(proc: psutil.Process) -> dict[str, str]:
         return {}
 
 
+def _this_users(proc: psutil.Process) -> bool:
+    """Run by this user (root reads every process's environment: it must not end others')."""
+    try:
+        return proc.uids().real == os.getuid()
+    except psutil.Error:
+        return False
+
+
 def cluster_processes(cluster_id: str) -> list[psutil.Process]:
-    """Every live process started for the ipyparallel cluster `cluster_id`."""
+    """Every live process of this user started for the ipyparallel cluster `cluster_id`."""
     return [proc for proc in psutil.process_iter()
-            if proc.pid != os.getpid() and _environ(proc).get("IPP_CLUSTER_ID") == cluster_id]
+            if proc.pid != os.getpid() and _environ(proc).get("IPP_CLUSTER_ID") == cluster_id
+            and _this_users(proc)]
 
 
 def owned_by(procs: list[psutil.Process], owner_pid: int) -> list[psutil.Process]:
     """Those of `procs` whose owner (TUTORIAL_OWNER_PID) is `owner_pid`."""
     return [p for p in procs if _environ(p).get(OWNER_VARIABLE) == str(owner_pid)]
+
+
+def current_ipython_dir() -> str:
+    """This process's IPYTHONDIR, as an absolute path (what TUTORIAL_IPYTHONDIR holds)."""
+    from IPython.paths import get_ipython_dir
+
+    return os.path.realpath(get_ipython_dir())
 
 
 def security_dir(ipython_dir: str | None = None) -> Path:
@@ -95,13 +114,14 @@ def _wait_ended(procs: list[psutil.Process], wait_s: float) -> list[psutil.Proce
     return alive
 
 
-def orphaned_processes() -> list[psutil.Process]:
-    """Cluster processes of ours whose owner process is gone."""
+def orphaned_processes(ipython_dir: str) -> list[psutil.Process]:
+    """This user's cluster processes of IPYTHONDIR `ipython_dir` whose owner process is gone."""
     orphans = []
     for proc in psutil.process_iter():
         env = _environ(proc)
         owner = env.get(OWNER_VARIABLE, "")
-        if proc.pid == os.getpid() or not env.get("IPP_CLUSTER_ID") or not owner.isdigit():
+        if (proc.pid == os.getpid() or not env.get("IPP_CLUSTER_ID") or not owner.isdigit()
+                or env.get(IPYTHONDIR_VARIABLE) != ipython_dir or not _this_users(proc)):
             continue
         try:
             owner_alive = running(psutil.Process(int(owner)))
@@ -112,15 +132,16 @@ def orphaned_processes() -> list[psutil.Process]:
     return orphans
 
 
-def end_orphans() -> int:
-    """End what a dead kernel (or keeper) left running, and its files; return the count."""
-    orphans = orphaned_processes()
-    clusters = {(env.get("IPP_CLUSTER_ID"), env.get("IPYTHONDIR"))
-                for env in map(_environ, orphans)}
+def end_orphans(ipython_dir: str | None = None) -> int:
+    """End what a dead kernel (or keeper) of this user and this IPYTHONDIR (or `ipython_dir`)
+    left running, and its files; return the count of processes ended."""
+    folder = os.path.realpath(ipython_dir) if ipython_dir else current_ipython_dir()
+    orphans = orphaned_processes(folder)
+    clusters = {_environ(proc).get("IPP_CLUSTER_ID") for proc in orphans}
     if orphans:
         end_processes(orphans)
-    for cluster_id, ipython_dir in clusters:
+    for cluster_id in clusters:
         # A warm cluster's name is reused: keep the files of a live cluster of that name.
         if cluster_id and not cluster_processes(cluster_id):
-            forget_cluster_files(cluster_id, ipython_dir)
+            forget_cluster_files(cluster_id, folder)
     return len(orphans)

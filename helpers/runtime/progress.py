@@ -4,8 +4,7 @@ In a Jupyter kernel the start cell shows one output, updated in place (a display
 that names the stage being waited for ("engines registered 2/4"); the last update
 replaces it with the cluster's summary, so a saved notebook holds only the summary
 (nbclient applies each update to the output with that display_id). In a plain Python
-process, or with quiet=True, nothing is displayed. Used by helpers.runtime.cluster
-(every notebook's start cell).
+process, or with quiet=True, nothing is displayed.
 """
 from __future__ import annotations
 

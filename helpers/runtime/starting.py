@@ -18,7 +18,8 @@ import ipyparallel as ipp
 import psutil
 
 from helpers.runtime import launchers
-from helpers.runtime.processes import OWNER_VARIABLE, running
+from helpers.runtime.processes import (IPYTHONDIR_VARIABLE, OWNER_VARIABLE, current_ipython_dir,
+                                       running)
 from helpers.runtime.progress import StartProgress
 
 # The controller counts an engine as registered at the heartbeat after its first pong:
@@ -43,7 +44,8 @@ def shell():
 
 @contextlib.contextmanager
 def quiet(ipp_cluster: ipp.Cluster) -> Iterator[None]:
-    """Hide ipyparallel's shutdown chatter ("engine set stopped ... exit_code")."""
+    """Hide ipyparallel's shutdown chatter ("engine set stopped ... exit_code");
+    ipp_compat: stop-chatter."""
     previous = ipp_cluster.log.level
     ipp_cluster.log.setLevel(logging.CRITICAL)
     try:
@@ -56,18 +58,21 @@ def quiet(ipp_cluster: ipp.Cluster) -> Iterator[None]:
 
 @contextlib.contextmanager
 def owned_and_private(owner_pid: int) -> Iterator[None]:
-    """Processes started inside carry their owner's pid and create files 0600."""
-    previous_owner = os.environ.get(OWNER_VARIABLE)
-    os.environ[OWNER_VARIABLE] = str(owner_pid)
+    """Processes started inside carry their owner's pid and this IPYTHONDIR (whose start
+    cells may end them once the owner is gone), and create files 0600."""
+    stamps = {OWNER_VARIABLE: str(owner_pid), IPYTHONDIR_VARIABLE: current_ipython_dir()}
+    previous = {name: os.environ.get(name) for name in stamps}
+    os.environ.update(stamps)
     previous_umask = os.umask(0o077)
     try:
         yield
     finally:
         os.umask(previous_umask)
-        if previous_owner is None:
-            os.environ.pop(OWNER_VARIABLE, None)
-        else:
-            os.environ[OWNER_VARIABLE] = previous_owner
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def start_reaper(cluster_id: str) -> subprocess.Popen:
@@ -85,7 +90,8 @@ def new_ipp_cluster(plan: launchers.LaunchPlan, **kwargs: Any) -> ipp.Cluster:
     delay=0: ipyparallel waits 1 s between controller and engines by default. Local
     engines start at once, as one process that imports torch while the controller
     starts and then forks the other engines (helpers/runtime/engine_boot.py), instead of
-    one process per engine started once the controller's connection files exist.
+    one process per engine started once the controller's connection files exist
+    (ipp_compat: forking-engine-start).
     """
     options = dict(plan.cluster_kwargs)
     controller_args = [*options.pop("controller_args", []), *CONTROLLER_ARGS]
@@ -132,7 +138,8 @@ def start_processes(ipp_cluster: ipp.Cluster, plan: launchers.LaunchPlan, n_rank
 
 
 def _engines_exited(ipp_cluster: ipp.Cluster) -> bool:
-    """True when every engine process this machine started has ended (local launcher)."""
+    """True when every engine process this machine started has ended (local launcher);
+    ipp_compat: launcher-internals."""
     found = [getattr(launcher, "process", None) for engine_set in ipp_cluster.engines.values()
              for launcher in getattr(engine_set, "launchers", {}).values()]  # local only
     return bool(found) and all(isinstance(proc, psutil.Process) and not running(proc)
@@ -150,7 +157,8 @@ def engine_output(ipp_cluster: ipp.Cluster, lines: int = 12) -> str:
 
 
 def activate(client: ipp.Client) -> None:
-    """In IPython: %px / %%px on every engine, blocking, output in engine order."""
+    """In IPython: %px / %%px on every engine, blocking, output in engine order
+    (ipp_compat: blocking-px)."""
     if shell() is None:
         return
     view = client[:]

@@ -102,7 +102,8 @@ def run_controller(argv: list[str] | None = None) -> None:
     ipyparallel 9.2's controller names an ipc socket `<interface>-<port>`
     (IPController.construct_url) while its engines and client connect to
     `<interface>:<port>`, so with transport=ipc no engine ever registers. This one
-    names them as the engines do; tests/runtime/test_private_sockets.py checks both spellings.
+    names them as the engines do; tests/runtime/test_private_sockets.py checks both spellings
+    (ipp_compat: ipc-url-spelling).
     """
     from ipyparallel.controller.app import IPController
 

@@ -94,10 +94,6 @@ class Lease:
                 os.close(self._fd)
             self._fd = None
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
 
 def start_keeper(cluster_id: str) -> subprocess.Popen:
     """The process that owns a warm cluster and ends it once it is idle too long."""

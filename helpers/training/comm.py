@@ -16,8 +16,8 @@ send S. The two differ by gloo's headers (48 B a message, `helpers.bench.wire.ag
 where gloo runs another algorithm (its reduce_scatter writes what an all_reduce writes).
 The count wraps the `torch.distributed` functions while the block runs, so its calls are
 those of hand-built code; `measured_bytes` covers the whole block, so it also holds
-what torch's own DDP/FSDP send from C++ (`outside_calls`).
-Used by notebooks 14–19.
+what torch's own DDP/FSDP send from C++ (`outside_calls`). `log.rows(phase=...)`: each
+call with its group's ranks, for a record.
 """
 from __future__ import annotations
 
@@ -78,6 +78,7 @@ class Call:
     group_size: int
     model: float            # bytes this rank sends in the ring model
     measured: int | None    # bytes this rank wrote during the call (None: async or NCCL)
+    group: list[int] = field(default_factory=list)   # the group's ranks (global)
 
 
 @dataclass
@@ -105,6 +106,12 @@ class CommLog:
             return None
         return self.measured_bytes - sum(c.measured for c in self.entries
                                          if c.measured is not None)
+
+    def rows(self, **extra: Any) -> list[dict[str, Any]]:
+        """Each call as a dict: `extra` first (e.g. phase="forward"), then name, group
+        (its ranks), size, model and measured."""
+        return [{**extra, "name": c.name, "group": c.group, "size": c.size,
+                 "model": c.model, "measured": c.measured} for c in self.entries]
 
     def by_name(self) -> dict[str, dict[str, Any]]:
         """{name: {"calls", "size", "model", "measured"}}, summed; measured None if any is."""
@@ -145,6 +152,16 @@ def _model(kind: str, size: int, n: int, group: Any, arguments: dict[str, Any]) 
     return model_sent(kind, size, n, dist.get_rank(group), 0 if root is None else root)
 
 
+def _ranks(group: Any) -> list[int]:
+    """The global ranks of `group` (None: the default group, every rank; a group this rank
+    is not in: none)."""
+    if group is None:
+        return list(range(dist.get_world_size()))
+    if group is distributed_c10d.GroupMember.NON_GROUP_MEMBER:
+        return []
+    return dist.get_process_group_ranks(group)
+
+
 @contextlib.contextmanager
 def count_collectives() -> Iterator[CommLog]:
     """Record every wrapped `dist.<name>(...)` call made inside the block, and measure it."""
@@ -168,7 +185,8 @@ def count_collectives() -> Iterator[CommLog]:
             timed = (measurable(group) and not arguments.get("async_op")
                      and name not in ("isend", "irecv"))
             before = wire.mark() if timed else 0
-            call = Call(name, size, n, _model(KINDS[name], size, n, group, arguments), None)
+            call = Call(name, size, n, _model(KINDS[name], size, n, group, arguments), None,
+                        _ranks(group))
             log.entries.append(call)
             inside[0] = True
             try:

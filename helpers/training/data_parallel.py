@@ -2,11 +2,11 @@
 parameter bookkeeping, and the plots of losses, gradients, buckets and the timeline.
 
 The taught code (the all_reduce of every gradient, the buckets, the hooks) stays in the
-notebook's `%%px` cells. Used by notebooks 15 and 16.
+notebook's `%%px` cells.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -34,28 +34,6 @@ def parameter_bytes(model: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def as_state(pulled: dict) -> dict[str, torch.Tensor]:
-    """A state dict pulled from a rank ({name: {"values", ...}}) as float64 tensors."""
-    return {name: torch.tensor(value["values"], dtype=torch.float64)
-            for name, value in pulled.items()}
-
-
-def flat(pulled: dict) -> np.ndarray:
-    """Every tensor of a pulled {name: tensor} dict, flattened and concatenated."""
-    return np.concatenate([np.ravel(np.asarray(v["values"], dtype=float))
-                           for v in pulled.values()])
-
-
-def bucket_calls(sizes_bytes: Sequence[int], bucket_bytes: float) -> int:
-    """How many buckets tensors of these sizes (in backward order) make, filled greedily."""
-    calls, current = 0, 0
-    for size in sizes_bytes:
-        if current and current + size > bucket_bytes:
-            calls, current = calls + 1, 0
-        current += size
-    return calls + (1 if current else 0)
-
-
 def plot_losses(rank_losses: Sequence[Sequence[float]], reference: Sequence[float],
                 title: str = ""):
     import matplotlib.pyplot as plt
@@ -75,15 +53,23 @@ def plot_losses(rank_losses: Sequence[Sequence[float]], reference: Sequence[floa
     return fig
 
 
-def plot_grads(before: Sequence[np.ndarray], after: Sequence[np.ndarray],
-               reference: np.ndarray, title: str = ""):
+def _flattened(grads: Mapping[str, torch.Tensor]) -> np.ndarray:
+    """Every gradient of a {name: tensor} dict, flattened, end to end: the plot's x axis."""
+    return np.concatenate([np.ravel(np.asarray(g, dtype=float)) for g in grads.values()])
+
+
+def plot_grads(before: Sequence[Mapping[str, torch.Tensor]],
+               after: Sequence[Mapping[str, torch.Tensor]],
+               reference: Mapping[str, torch.Tensor], title: str = ""):
+    """Per rank, its {parameter: gradient} before and after the all_reduce, beside the
+    reference's gradients."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), sharey=True)
     for rank, (b, a) in enumerate(zip(before, after)):
-        axes[0].plot(b, lw=1, alpha=0.8, label=f"rank {rank}")
-        axes[1].plot(a, lw=4 - 0.6 * rank, alpha=0.6, label=f"rank {rank}")
-    axes[1].plot(reference, "k:", lw=1.2, label="reference")
+        axes[0].plot(_flattened(b), lw=1, alpha=0.8, label=f"rank {rank}")
+        axes[1].plot(_flattened(a), lw=4 - 0.6 * rank, alpha=0.6, label=f"rank {rank}")
+    axes[1].plot(_flattened(reference), "k:", lw=1.2, label="reference")
     axes[0].set_title("before the all_reduce: each rank's own shard")
     axes[1].set_title("after all_reduce / world_size: one gradient")
     for ax in axes:

@@ -3,7 +3,7 @@ reference of the hierarchical all_reduce phase by phase, its bytes (the ring mod
 formulas, and where the measured bytes went: within a row or across rows), and the drawings.
 
 The taught calls (`dist.new_group`, `init_device_mesh`, the three phases) stay in the
-notebook's `%%px` cells; this module only plans, checks and draws. Used by notebook 14.
+notebook's `%%px` cells; this module only plans, checks and draws.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ PHASES = ("input", "reduce_scatter in rows", "all_reduce across rows", "all_gath
 
 
 def mesh_shape(world_size: int) -> tuple[int, int]:
-    """(rows, cols) with rows·cols = world_size, rows ≤ cols, as square as possible.
+    """(rows, cols) with rows·cols = world_size, rows ≤ cols, as square as possible: the
+    (dp, tp) mesh of notebooks 14 and 19, rows the data-parallel replicas.
 
     A prime world size has no other factors: 1 × world_size, a single row.
     """

@@ -3,7 +3,7 @@
 The taught code (the send/recv of activations and gradients, the GPipe and 1F1B
 schedules) lives in notebook 18's `%%px` cells; this module builds the stages, records
 and draws what the engines measured (timelines, and torch's own schedule's; the bytes
-between stages, model and measured), and computes the bubble. Used by notebook 18.
+between stages, model and measured), and computes the bubble.
 
     stages = make_stages(n_stages, width)        # the same weights for the same seed
     timeline = Timeline(); timeline.start()       # on an engine, right after a barrier

@@ -1,8 +1,7 @@
 """Tensor parallelism plumbing: sizes that divide, shards, references, checks and plots.
 
 The taught code (the sharded forward, Megatron's f and g, every collective) lives in
-the notebooks' `%%px` cells; this module only prepares and checks. Used by notebooks
-17 (tensor parallelism by hand) and 19 (a 2-D data × tensor parallel step).
+the notebooks' `%%px` cells; this module only prepares and checks.
 
     d_hidden = hidden_size(world_size)          # 4 features per rank: always divides
     model = make_mlp(d_hidden=d_hidden)          # the toy MLP of helpers.training.toy
@@ -82,15 +81,10 @@ def reference(d_hidden: int, X: torch.Tensor | None = None,
     return Reference(hidden.detach(), output.detach(), loss.item(), grads, X.grad.detach())
 
 
-def tensor(value: Any) -> torch.Tensor:
-    """A tensor back from `cluster.pull` ({"values", "dtype", ...}) or a plain list."""
-    if isinstance(value, dict):
-        return torch.tensor(value["values"], dtype=getattr(torch, value["dtype"]))
-    return torch.as_tensor(value)
-
-
 def max_diff(got: Any, expected: torch.Tensor) -> float:
-    got = tensor(got).to(expected.dtype)
+    """The largest |got − expected| (got: a pulled tensor, or nested lists); inf when the
+    shapes differ."""
+    got = torch.as_tensor(got).to(expected.dtype)
     if got.shape != expected.shape:
         return float("inf")
     return (got - expected).abs().max().item()
@@ -230,7 +224,7 @@ def plot_shards(states: Sequence[dict], title: str):
     for col, state in enumerate(states):
         for row, (name, label) in enumerate(panels):
             ax = axes[row][col]
-            values = tensor(state[name]).numpy()
+            values = torch.as_tensor(state[name]).numpy()
             ax.imshow(values, aspect="auto", cmap="coolwarm")
             ax.set_title(f"rank {state['rank']}: {tuple(values.shape)}", fontsize=9)
             ax.set_xticks([])

@@ -1,41 +1,26 @@
-"""A 2-D (data × tensor parallel) mesh: its shape, the planned step, a recorder, plots.
+"""A 2-D (data × tensor parallel) mesh: why its shape, the planned step, the bytes, plots.
 
 The taught code (the mesh, Megatron's f and g on the tensor-parallel group, the
 gradient all_reduce on the data-parallel group) lives in notebook 19's `%%px` cells.
-Used by notebook 19.
 
-    dp, tp = mesh_shape(world_size)          # 4 → (2, 2); a prime n → (1, n)
-    plan = planned_step(dp, tp, batch=48)    # which collective, on which group, when
-    with record_collectives() as calls:      # on an engine: each call with its group,
-        ...                                  # S, and its bytes (model and measured)
+    dp, tp = mesh_shape(world_size)          # helpers.training.mesh: 4 → (2, 2), 5 → (1, 5)
+    shape_reason(world_size)                 # that choice, in a sentence
+    plan = planned_step(rank, dp, tp, batch=48)   # which collective, on which group, when
+    with count_collectives() as log:         # on an engine (helpers.training.comm):
+        ...                                  # log.rows(phase=...): each call, its group
     phase_rows(executed)                     # per phase, for tensor_parallel.wire_report
 """
 from __future__ import annotations
 
-import contextlib
-import math
-from typing import Iterator
-
-import torch.distributed as dist
-
-from helpers.training.comm import count_collectives
+from helpers.training.mesh import coordinate, mesh_shape
 from helpers.training.tensor_parallel import hidden_size
 from helpers.training.toy import D_IN, D_OUT
 
-RECORDED = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-            "all_gather_single", "reduce_scatter_single", "send", "recv")
-
-
-def mesh_shape(world_size: int) -> tuple[int, int]:
-    """(dp, tp): dp the largest divisor of world_size not above its square root."""
-    if world_size < 2:
-        raise ValueError(f"a 2-D mesh needs 2+ ranks, got {world_size}")
-    dp = max(d for d in range(1, math.isqrt(world_size) + 1) if world_size % d == 0)
-    return dp, world_size // dp
-
 
 def shape_reason(world_size: int) -> str:
-    """One sentence saying which shape this world size gets, and why."""
+    """One sentence saying which shape this world size gets, and why (2+ ranks)."""
+    if world_size < 2:
+        raise ValueError(f"a 2-D mesh needs 2+ ranks, got {world_size}")
     dp, tp = mesh_shape(world_size)
     if dp == 1:
         return (f"{world_size} ranks: {world_size} is prime, so the only 2-D shapes are "
@@ -47,18 +32,13 @@ def shape_reason(world_size: int) -> str:
             f"of {tp} tensor-parallel ranks (columns).")
 
 
-def coordinates(rank: int, dp: int, tp: int) -> tuple[int, int]:
-    """(row, column) of a rank in a row-major dp × tp mesh, as init_device_mesh lays it."""
-    return rank // tp, rank % tp
-
-
 def tp_group_ranks(rank: int, dp: int, tp: int) -> list[int]:
-    row, _ = coordinates(rank, dp, tp)
+    row, _ = coordinate(rank, (dp, tp))
     return [row * tp + c for c in range(tp)]
 
 
 def dp_group_ranks(rank: int, dp: int, tp: int) -> list[int]:
-    _, col = coordinates(rank, dp, tp)
+    _, col = coordinate(rank, (dp, tp))
     return [r * tp + col for r in range(dp)]
 
 
@@ -79,37 +59,6 @@ def planned_step(rank: int, dp: int, tp: int, batch: int, itemsize: int = 8) -> 
         plan.append({"phase": "gradient sync", "what": what, "name": "all_reduce",
                      "group": dp_ranks, "size": numel * itemsize})
     return plan
-
-
-@contextlib.contextmanager
-def record_collectives() -> Iterator[list[dict]]:
-    """Each `dist.<collective>` call in the block: name, the group's ranks, S in bytes, and
-    the bytes this rank sent: "model" (a ring, as NCCL runs it) and "measured" (gloo)."""
-    calls: list[dict] = []
-    with count_collectives() as log:
-        counted = {name: getattr(dist, name) for name in RECORDED if hasattr(dist, name)}
-
-        def wrap(name, counted_fn):
-            def recorded(*args, **kwargs):
-                group = kwargs.get("group")
-                if group is None and len(args) > 2 and name == "all_reduce":
-                    group = args[2]
-                ranks = (dist.get_process_group_ranks(group) if group is not None
-                         else list(range(dist.get_world_size())))
-                result = counted_fn(*args, **kwargs)
-                call = log.entries[-1]
-                calls.append({"name": name, "group": ranks, "size": call.size,
-                              "model": call.model, "measured": call.measured})
-                return result
-            return recorded
-
-        try:
-            for name, fn in counted.items():
-                setattr(dist, name, wrap(name, fn))
-            yield calls
-        finally:
-            for name, fn in counted.items():
-                setattr(dist, name, fn)
 
 
 def _ranks(n: int) -> str:
@@ -169,7 +118,7 @@ def plot_mesh(dp: int, tp: int, title: str):
 
     fig, ax = plt.subplots(figsize=(1.9 * tp + 2.6, 1.3 * dp + 1.2))
     for r in range(dp * tp):
-        row, col = coordinates(r, dp, tp)
+        row, col = coordinate(r, (dp, tp))
         ax.add_patch(FancyBboxPatch((col + 0.08, -row - 0.92), 0.84, 0.84,
                                     boxstyle="round,pad=0.02", color=f"C{col}", alpha=0.35))
         ax.text(col + 0.5, -row - 0.5, f"rank {r}\nbatch shard {row}\nfeatures {col}",
@@ -193,7 +142,7 @@ def plot_params(states: list[dict], reference: dict, k: int, title: str):
     """Per rank: each value of its shards against the reference's (on the diagonal: equal)."""
     import matplotlib.pyplot as plt
 
-    from helpers.training.tensor_parallel import tensor
+    import torch
 
     n = len(states)
     fig, axes = plt.subplots(1, n, figsize=(2.6 * n + 0.6, 2.9), squeeze=False)
@@ -202,7 +151,7 @@ def plot_params(states: list[dict], reference: dict, k: int, title: str):
         expected = {"0.weight": reference["0.weight"][mine], "0.bias": reference["0.bias"][mine],
                     "2.weight": reference["2.weight"][:, mine], "2.bias": reference["2.bias"]}
         for i, (name, value) in enumerate(expected.items()):
-            got = tensor(state["params"][name]).flatten()
+            got = torch.as_tensor(state["params"][name]).flatten()
             ax.plot(value.flatten().tolist(), got.tolist(), "o", ms=3, color=f"C{i}",
                     label=name)
         lim = max(v.abs().max().item() for v in expected.values()) * 1.1

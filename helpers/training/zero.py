@@ -4,7 +4,7 @@ communication per step (the paper's volume, the ring model of the stages as buil
 and the measured bytes side by side), and the plots.
 
 The taught code (the all_gather / reduce_scatter of each stage) stays in the notebook's
-`%%px` cells. Used by notebook 16.
+`%%px` cells.
 """
 from __future__ import annotations
 

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from helpers.runtime.disposable import RankOutcome
+
+if TYPE_CHECKING:   # a case's `torch` and `dist` are the disposable rank's own globals
+    import torch
+    import torch.distributed as dist
 
 # ---------------------------------------------------------------- the gloo cases
 # Each case runs on every disposable rank as case(rank, world_size) and returns what it

@@ -563,7 +563,7 @@ def test_report_fit_marks_a_model_outside_its_stated_error():
     rows = _synthetic("broadcast", 20.0, 1.0, world_sizes=(2,), noise=0.2, seed=4)
     fit = alpha_beta.fit_joint(rows)
     report = alpha_beta.report_fit(rows, {"broadcast": fit})
-    assert report.all_ok and "broadcast       ✓ median miss on the sizes left out" in str(report)
+    assert report.all_ok and "broadcast       ✓  median miss on the sizes left out" in str(report)
     misses = alpha_beta.holdout_misses(rows, "broadcast")
     kept = [m for k, m in misses.items() if k not in fit.left_out]
     assert len(misses) == 24 and f"{np.median(kept):5.1%}" in str(report)

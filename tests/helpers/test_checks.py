@@ -1,15 +1,27 @@
-"""Report: a check's verdicts that display themselves and read as a list of verdicts."""
+"""Report (a check's verdicts that display themselves and read as a list of verdicts) and
+grade (an exercise's prediction against what each rank measured)."""
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import numpy as np
+import torch
+
 from conftest import REPO
-from helpers.checks import Report
+from helpers.checks import Report, grade, mark
+
+
+def _reduce_record(afters):
+    """A reduce to rank 0 on 3 ranks: only rank 0's tensor is defined after it."""
+    return {"collective": "reduce", "backend": "gloo", "world_size": 3, "dtype": "float32",
+            "params": {"dst": 0},
+            "ranks": [{"rank": r, "before": {"tensor": [float(r)]}, "after": a}
+                      for r, a in enumerate(afters)]}
 
 
 def test_lines_verdicts_and_display():
-    shown = Report().add(0, True, "tensor = [3.0]").line("rank 1 ✗  tensor = [4.0]", False)
+    shown = Report().add(0, True, "tensor = [3.0]").add(1, False, "tensor = [4.0]")
     shown.note("1 of 2 ranks right.")
     assert str(shown).splitlines() == ["rank 0 ✓  tensor = [3.0]", "rank 1 ✗  tensor = [4.0]",
                                        "1 of 2 ranks right."]
@@ -27,9 +39,123 @@ def test_a_note_alone_is_not_a_pass_and_a_hidden_verdict_counts():
     assert Report().add(0, True) and Report().add(0, True) == Report().add(0, True)
 
 
+def test_a_label_in_place_of_the_rank_and_the_marks():
+    shown = Report().add("bytes", True, "960").add("count", 0, "61")
+    assert str(shown).splitlines() == ["bytes ✓  960", "count ✗  61"]
+    assert shown.oks == [True, False] and shown.oks[1] is False
+    assert [mark(True), mark(False), mark(None), mark(1)] == ["✓", "✗", "✎", "✓"]
+
+
+def test_grade_asks_for_a_prediction_first():
+    for blank in (None, ..., [..., ...]):
+        verdict = grade(blank, [1, 2], "x")
+        assert verdict.oks == [None, None] and not verdict
+        assert str(verdict).splitlines()[1:] == [
+            "✎ Fill in your prediction first (one value per rank, None where it is not "
+            "defined or not passed), then run this cell again."]
+    assert grade({"a": ...}, {"a": 1, "b": 2}, "x").oks == [None, None]
+
+
+def test_grade_per_rank_lines_and_the_summary():
+    right = grade([1, 2.0], [1, 2], "calls")
+    assert right == [True, True]
+    assert str(right).splitlines() == [
+        "Your prediction of calls, against what each rank measured",
+        "rank 0 ✓  predicted 1   measured 1", "rank 1 ✓  predicted 2.0   measured 2",
+        "All ranks right!"]
+    wrong = grade([1, 3], [1, 2], "calls")
+    assert wrong == [True, False] and not wrong
+    assert "rank 1 ✗  predicted 3   measured 2" in str(wrong).splitlines()
+    assert str(wrong).splitlines()[-1] == "1 of 2 ranks right."
+    page = wrong._repr_html_()
+    assert page.startswith('<pre class="nccl-report" data-oks="[true, false]">')
+    assert page.count("✓") == 1
+
+
+def test_grade_the_wrong_number_of_entries():
+    for short in ([1], [1, 2, 3]):
+        verdict = grade(short, [1, 2], "x")
+        assert verdict == [False]
+        assert "give one value per rank" in str(verdict) and "for 2 ranks" in str(verdict)
+    assert "1 entry for 2 ranks" in str(grade([1], [1, 2], "x"))
+    assert grade(5, [5], "x") == [False] and "give a list" in str(grade(5, [5], "x"))
+    assert grade([5], {"a": 5}, "x") == [False] and "give a dict" in str(grade([5], {"a": 5}, "x"))
+
+
+def test_grade_numbers_lists_and_tensors():
+    assert grade([[3]], [[3.0]], "x") and grade([3.0004], [3.0], "x")
+    assert not grade([3.01], [3.0], "x")
+    assert grade([3.01], [3.0], "x", rel_tol=0.01) and not grade([3.01], [3.0], "x", rel_tol=1e-3)
+    assert not grade([1001], [1000], "bytes")        # ints: exactly, whatever rel_tol
+    assert grade([float("nan")], [float("nan")], "x") and not grade([0.0], [None], "x")
+    assert grade([None], [None], "x") and not grade([None], [0.0], "x")
+    nested = [[[1], [2]], None]
+    assert grade(nested, [[[1.0], [2.0]], None], "gather_list")
+    assert not grade([[1, 2], None], [[[1], [2]], None], "gather_list")
+    assert not grade([[[1], [2]], [[1], [2]]], [[[1], [2]], None], "gather_list")
+    assert grade([[1.0, 2.0], 5], [torch.tensor([1.0, 2.0]), np.int64(5)], "x")
+    assert not grade([[1.0, 2.0]], [torch.tensor([1.0, 2.5])], "x")
+    assert grade([True, "gloo"], [True, "gloo"], "x") and not grade(["nccl"], ["gloo"], "x")
+    assert grade([{"a": 1}], [{"a": 1.0}], "x") and not grade([{"a": 1}], [{"b": 1}], "x")
+
+
+def test_grade_a_record_leaves_the_undefined_ranks_to_none():
+    rec = _reduce_record([{"tensor": [3.0]}, {"tensor": [9.0]}, {"tensor": [2.0]}])
+    assert grade([[3.0], None, None], rec, "tensor") == [True, True, True]
+    told = grade([[3], [1.0], None], rec, "tensor")     # rank 1 is not defined by reduce
+    assert told == [True, False, True]
+    lines = str(told).splitlines()
+    assert lines[2] == ("rank 1 ✗  predicted [1.0]   measured [9.0]  (not defined by the API: "
+                        "predict None; no program may rely on it)")
+    assert lines[-1] == "2 of 3 ranks right."
+    assert not grade([[4.0], None, None], rec, "tensor")
+    assert not grade([[3.0], [9.0], [2.0]], rec, "tensor")  # what was measured: still undefined
+    dotted = grade([[3.0], ..., None], rec, "tensor")
+    assert dotted == [True, False, True] and "(fill this one in)" in str(dotted)
+    afters = [[3.0], [9.0], [2.0]]                      # a list: name the undefined ranks
+    assert grade([[3.0], None, None], afters, "tensor", undefined=[1, 2])
+    assert not grade([[3.0], None, None], afters, "tensor")
+
+
+def test_grade_named_values():
+    measured = {"bytes": 960, "count": 60, "busbw / algbw": 0.75}
+    right = grade({"bytes": 960, "count": 240 // 4, "busbw / algbw": 3 / 4}, measured, "row")
+    assert right == [True, True, True]
+    assert str(right).splitlines()[1:] == ["bytes         ✓  predicted 960   measured 960",
+                                           "count         ✓  predicted 60   measured 60",
+                                           "busbw / algbw ✓  predicted 0.75   measured 0.75",
+                                           "All right!"]
+    assert grade({"bytes": 992, "count": 60, "busbw / algbw": 0.75}, measured, "row") == \
+        [False, True, True]
+    missing = grade({"bytes": 960, "count": 60}, measured, "row")
+    assert missing == [True, True, False] and "(fill this one in)" in str(missing)
+    extra = grade(dict(measured, size=1), measured, "row")
+    assert extra == [True, True, True, False] and "not measured" in str(extra)
+    assert grade([960, 60, 0.75], measured, "row") == [False]
+
+
 def test_the_module_does_not_hide_the_report_checker():
     code = ("import helpers.checks\nfrom helpers import report\n"
             "assert callable(report) and report.__module__ == 'helpers.checks', report")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_verdicts_read_back_from_the_html_a_notebook_shows():
+    import nbformat
+
+    from reports import shown_reports
+
+    shown = Report("a <title>").add(0, True, "a<b").add("slot 1", False, "x").note("n & m")
+    shown.verdict(None)
+    cell = nbformat.v4.new_code_cell("verdicts")
+    cell["id"] = "c1"
+    cell.outputs = [nbformat.v4.new_output("display_data", {"text/html": shown._repr_html_(),
+                                                            "text/plain": str(shown)})]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x"), cell])
+    [read] = shown_reports(nb)
+    assert (read.cell, read.title, read.oks) == ("c1", "a <title>", [True, False, None])
+    assert read.verdicts == [("0", True, "rank 0 ✓  a<b"), ("slot 1", False, "slot 1 ✗  x")]
+    assert read.notes == ["n & m"] and read.by_rank() == {0: True}
+    assert shown_reports(nb, "c0") == [] and len(shown_reports(nb, "c1")) == 1

@@ -13,12 +13,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.image as mimage  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.image as mimage
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
 
-from helpers.figures import diagrams  # noqa: E402
+from helpers.figures import diagrams
 from helpers.figures import drawings
 from helpers.collectives import examples
 
@@ -40,7 +40,7 @@ class Server:
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 owner.requests.append(self.path)
                 time.sleep(owner.delay_s)
                 body = owner.files.get(self.path.lstrip("/"))
@@ -92,10 +92,10 @@ def cached_files(cache: Path) -> list[Path]:
 # ---------------------------------------------------------------- (a) images are current
 def test_committed_images_are_current(tmp_path):
     fresh = drawings.write_images(tmp_path)
-    assert [p.name for p in fresh] == [f"{c}.png" for c in diagrams.LOCAL_DRAWINGS]
+    assert [p.name for p in fresh] == [f"{c}.png" for c in drawings.LOCAL_DRAWINGS]
     for path in fresh:
-        committed = diagrams.IMAGES_DIR / path.name
-        hint = f"regenerate with `{diagrams.REGENERATE}` in the repository root"
+        committed = drawings.IMAGES_DIR / path.name
+        hint = f"regenerate with `{drawings.REGENERATE}` in the repository root"
         assert committed.is_file(), f"images/{path.name} is missing; {hint}"
         assert committed.stat().st_size < 100_000, f"images/{path.name} is over 100 KB"
         old, new = mimage.imread(committed), mimage.imread(path)
@@ -174,7 +174,7 @@ def closed_port() -> int:
 
 def assert_local(diagram, name: str) -> None:
     assert diagram.source == "local"
-    assert diagram.png == (diagrams.IMAGES_DIR / f"{name}.png").read_bytes()
+    assert diagram.png == (drawings.IMAGES_DIR / f"{name}.png").read_bytes()
     assert diagram.url.endswith(diagrams.UPSTREAM[name].filename)
 
 
@@ -240,10 +240,10 @@ def test_slow_server_times_out(env, monkeypatch):
 
 
 # ---------------------------------------------------------------- display
-def test_show_diagram_embeds_the_png(env, monkeypatch):
+def test_a_diagram_shows_itself_with_the_png_embedded(env, monkeypatch):
     monkeypatch.setenv("TUTORIAL_OFFLINE", "1")
-    shown = diagrams.show_diagram("scatter")
-    assert shown.image.data == (diagrams.IMAGES_DIR / "scatter.png").read_bytes()
+    shown = diagrams.DiagramDisplay(diagrams.load_diagram("scatter"))
+    assert shown.image.data == (drawings.IMAGES_DIR / "scatter.png").read_bytes()
     assert shown.image.url is None
     markdown = shown.credit.data
     assert diagrams.UPSTREAM["scatter"].url in markdown and "Offline" in markdown

@@ -15,16 +15,17 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from helpers.collectives import models
+from helpers.collectives import registry
 from helpers import checks
 from helpers.checks import check
 from helpers.collectives.examples import example_befores, model_after
-from helpers.collectives.models import COLLECTIVES, REDUCE_OPS, UNSPECIFIED, expected_after, reduce_arrays
+from helpers.collectives.arrays import reduce_arrays
+from helpers.collectives.models import UNSPECIFIED, expected_after
+from helpers.collectives.registry import COLLECTIVES, REDUCE_OPS
 from notebook_runner import printed
 
 
 report = printed(checks.report)
-check_prediction = printed(checks.check_prediction, verdict=True)
 
 
 FLOAT_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG")
@@ -265,29 +266,6 @@ def test_report_prints_one_clear_line_per_rank(capsys):
     assert "scatter_list = [[1.0], [6.0]] (model: [[1.0], [5.0]])" in capsys.readouterr().out
 
 
-def test_check_prediction(capsys):
-    befores = [{"tensor": [float(r)]} for r in range(3)]
-    afters = [{"tensor": [3.0]}, {"tensor": [9.0]}, {"tensor": [2.0]}]
-    rec = record("reduce", befores, {"dst": 0}, afters)
-    for blank in (None, ...):
-        assert check_prediction(blank, afters, "tensor") is False
-        assert "Fill in your prediction" in capsys.readouterr().out
-    assert check_prediction([[3.0], None, None], rec, "tensor") is True
-    assert check_prediction([[3.0], None, None], afters, "tensor", undefined=[1, 2]) is True
-    assert check_prediction([[3], [1.0], None], rec, "tensor") is False  # rank 1 is not defined
-    out = capsys.readouterr().out
-    assert "rank 1 ✗  predicted [1.0]   measured [9.0]" in out and "2 of 3 ranks right" in out
-    assert check_prediction([[4.0], None, None], rec, "tensor") is False
-    assert check_prediction([[3.0], ..., None], rec, "tensor") is False
-    assert check_prediction([[3.0]], rec, "tensor") is False
-    assert "one value per rank" in capsys.readouterr().out
-    g = [{"gather_list": [[1], [2]]}, {"gather_list": None}]
-    assert check_prediction([[[1], [2]], None], g, "gather_list") is True
-    assert check_prediction([[[1], [2]], [[1], [2]]], g, "gather_list") is False
-    assert check_prediction([[1, 2], None], g, "gather_list") is False
-    assert check_prediction([[[1], [2]], None], [{"after": a} for a in g], "gather_list") is True
-
-
 # ------------------------------------------------------------ example inputs
 
 def _plain_leaves(value):
@@ -319,7 +297,7 @@ def test_example_befores_are_readable_and_consistent(collective):
                                if b[sent] is not None])
         pieces = {"broadcast": 1, "send_recv": 1}.get(collective, ws * ws if collective in MULTI_PIECE else ws)
         assert len(set(flat.tolist()) - {0.0}) == pieces
-        root, out = ws - 1, models.OUTPUT[collective]
+        root, out = ws - 1, registry.OUTPUT[collective]
         for r, b in enumerate(befores):  # outputs start as zeros or are not passed
             v = b[out]
             if collective in ("reduce", "all_reduce") or (collective in ("broadcast", "send_recv")
@@ -419,10 +397,10 @@ def _make_cases(ws, seed):
                 "tensor": rv(dtype, shape) if r == src else zeros(dtype, recv_shape) if r == dst
                 else None})
     for collective in COLLECTIVES:  # the inputs the drawings use
-        params = {models.ROOT[collective]: 1} if collective in models.ROOT else {}
+        params = {registry.ROOT[collective]: 1} if collective in registry.ROOT else {}
         if collective == "send_recv":
             params = {"src": ws - 1, "dst": 1}
-        if collective in models.REDUCING:
+        if collective in registry.REDUCING:
             params["op"] = "MAX"
         if collective == "all_to_all_single":
             params = {"input_split_sizes": rng.integers(0, 3, (ws, ws)).tolist()}
@@ -439,9 +417,9 @@ def _worker(rank, ws, store_path, cases, out_path):
         import torch.distributed as dist
 
         def to_torch(name, value, dtype):
-            if value is None or name in models.SPLIT_ARGS:
+            if value is None or name in registry.SPLIT_ARGS:
                 return value
-            if name in models.LIST_ARGS:
+            if name in registry.LIST_ARGS:
                 return [torch.tensor(v, dtype=dtype) for v in value]
             return torch.tensor(value, dtype=dtype)
 
@@ -458,7 +436,7 @@ def _worker(rank, ws, store_path, cases, out_path):
             args = {k: to_torch(k, v, dtype) for k, v in case["befores"][rank].items()}
             kwargs = {k: getattr(dist.ReduceOp, v) if k == "op" else v
                       for k, v in case["params"].items() if k in ("src", "dst", "op")
-                      or (k in models.SPLIT_ARGS and k not in args
+                      or (k in registry.SPLIT_ARGS and k not in args
                           and not (v and isinstance(v[0], list)))}
             before = {k: snap(v) for k, v in args.items()}
             try:
@@ -471,10 +449,10 @@ def _worker(rank, ws, store_path, cases, out_path):
                     getattr(dist, case["collective"])(**args, **kwargs)
                 results.append({"rank": rank, "device": "cpu", "before": before,
                                 "after": {k: snap(v) for k, v in args.items()}})
-            except Exception as e:  # noqa: BLE001 - recorded, compared with the model
+            except Exception as e:
                 results.append({"rank": rank, "error": f"{type(e).__name__}: {e}"})
         dist.destroy_process_group()
-    except BaseException:  # noqa: BLE001 - reported by the parent
+    except BaseException:
         results = traceback.format_exc()
     with open(out_path, "wb") as f:
         pickle.dump(results, f)
@@ -592,7 +570,7 @@ def test_check_catches_a_corrupted_record(torch_records, collective, capsys):
                      if c["collective"] == collective and c["dtype"] == "float32"
                      and not c["gloo_refuses"] and not _model_refuses({**c, "world_size": 4}))
     assert check(rec) == [True] * 4
-    out = models.OUTPUT[collective]
+    out = registry.OUTPUT[collective]
     exp = expected_after(rec)
     rank = next(r for r in range(4) if exp[r][out] is not UNSPECIFIED and exp[r][out] is not None
                 and _corrupt(rec["ranks"][r]["after"][out])[1])
@@ -643,4 +621,5 @@ def test_send_recv_examples_and_predictions():
             example_befores("send_recv", 3, bad)
     afters = model_after("send_recv", example_befores("send_recv", 4, {"src": 3, "dst": 0}),
                          {"src": 3, "dst": 0})
-    assert check_prediction([[31.0] * 2, None, None, [31.0] * 2], afters, "tensor") is True
+    assert checks.grade([[31.0] * 2, None, None, [31.0] * 2], [a["tensor"] for a in afters],
+                        "tensor") == [True] * 4

@@ -8,10 +8,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from helpers.collectives import registry as collectives  # noqa: E402
+from helpers.collectives import registry as collectives
 from helpers.collectives import examples
 from helpers import formatting
 from helpers.collectives import models

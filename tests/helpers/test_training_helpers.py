@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import math
 import os
 import socket
@@ -12,12 +13,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from helpers.bench.wire import agrees  # noqa: E402
+import numpy as np
+import pytest
+import torch
+from helpers.bench.wire import agrees
 
-from helpers.training import (data_parallel, grading, measured, mesh, toy,  # noqa: E402
+from helpers.training import (data_parallel, measured, mesh, toy,
                               zero)
 
 
@@ -72,7 +73,10 @@ rows = {}
 def record(name, fn):
     with count_collectives() as log:
         fn()
-    rows[name] = [[c.name, c.size, c.group_size, c.model, c.measured] for c in log.entries]
+    rows[name] = [[c.name, c.size, c.group_size, c.model, c.measured, c.group]
+                  for c in log.entries]
+    if name == "all_reduce_keyword_group":
+        rows["as_rows"] = log.rows(phase="p")
 record("all_reduce", lambda: dist.all_reduce(t))
 record("all_reduce_positional_group",
        lambda: dist.all_reduce(t, dist.ReduceOp.SUM, pair) if rank in (0, 1) else None)
@@ -132,7 +136,7 @@ def test_counter_models_follow_the_ring_and_measures_what_gloo_wrote(comm_rows):
     S = 96
     for rank, rows in enumerate(per_rank):
         model = {name: [c[:4] for c in calls] for name, calls in rows.items()
-                 if name != "restored"}
+                 if name not in ("restored", "as_rows")}
         assert model["all_reduce"] == [["all_reduce", S, n, 2 * (n - 1) / n * S]]
         assert model["all_gather_single"] == [["all_gather_single", S * n, n,
                                                (n - 1) / n * S * n]]
@@ -161,7 +165,21 @@ def test_counter_sees_a_group_passed_by_position(comm_rows):
             (call,) = per_rank[rank][name]
             assert call[:4] == ["all_reduce", 96, 2, 96.0]
             assert agrees(call[4], 96.0, 1, 2), call     # measured on the pair's connection
+            assert call[5] == [0, 1]                     # the group's ranks
+        (call,) = per_rank[rank]["all_reduce_keyword_group"]
+        assert per_rank[rank]["as_rows"] == [{"phase": "p", "name": "all_reduce",
+                                              "group": [0, 1], "size": 96, "model": 96.0,
+                                              "measured": call[4]}]
     assert per_rank[2]["all_reduce_positional_group"] == []
+    assert per_rank[2]["as_rows"] == []
+
+
+def test_counter_notes_every_call_s_group(comm_rows):
+    n, per_rank = comm_rows
+    for rows in per_rank:
+        for name in ("all_reduce", "all_gather_single", "broadcast", "deprecated_alias",
+                     "batch_isend_irecv"):
+            assert rows[name] and all(call[5] == list(range(n)) for call in rows[name]), name
 
 
 # ------------------------------------------------------------------ mesh
@@ -299,16 +317,21 @@ def test_measured_against_the_model():
     assert math.isclose(measured.header_share(400, 100), 0.75)
 
 
-# ------------------------------------------------------------------ data_parallel, grading
+# ------------------------------------------------------------------ data_parallel
 
-def test_bucket_calls_greedy():
-    assert data_parallel.bucket_calls([10, 10, 10], 0) == 3
-    assert data_parallel.bucket_calls([10, 10, 10], 20) == 2
-    assert data_parallel.bucket_calls([10, 10, 10], float("inf")) == 1
+def test_deep_mlp_and_the_gradients_plot():
     deep = data_parallel.make_deep_mlp()
     assert len(list(deep.parameters())) == 12
     with pytest.raises(ValueError, match="depth"):
         data_parallel.make_deep_mlp(depth=1)
+    # pulled {name: gradient} dicts: every parameter's gradient, flattened end to end
+    grads = [{"w": torch.full((2, 2), float(r)), "b": torch.tensor([10.0 + r])}
+             for r in range(2)]
+    reference = {"w": torch.zeros(2, 2), "b": torch.ones(1)}
+    fig = data_parallel.plot_grads(grads, grads[::-1], reference)
+    before, after = ([list(line.get_ydata()) for line in ax.lines] for ax in fig.axes)
+    assert before == [[0.0] * 4 + [10.0], [1.0] * 4 + [11.0]]
+    assert after == [[1.0] * 4 + [11.0], [0.0] * 4 + [10.0], [0.0] * 4 + [1.0]]
 
 
 def test_per_call_ms_and_the_bucket_plot():
@@ -325,13 +348,3 @@ def test_per_call_ms_and_the_bucket_plot():
 def test_overlap_share():
     tl = {"backward": (1.0, 3.0), "buckets": [(2.0, 4.0), (3.5, 4.0)]}
     assert math.isclose(data_parallel.overlap_share(tl), 1.0 / 2.5)
-
-
-def test_grade_marks_each_rank():
-    assert grading.grade(None, [1, 2], "x").oks == [None, None]
-    right = grading.grade([1, 2.0], [1, 2], "x")
-    assert right.all_ok and "All ranks right!" in str(right)
-    wrong = grading.grade([1, 3], [1, 2], "x")
-    assert wrong.oks == [True, False] and "All ranks right!" not in str(wrong)
-    assert not grading.grade([1], [1, 2], "x").all_ok
-    assert grading.grade([[0, 2]], [[0, 2]], "x").all_ok

@@ -6,15 +6,17 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
+import pytest
+import torch
+import torch.distributed as dist
 
-from helpers.training import pipeline as pp  # noqa: E402
-from helpers.training import tensor_parallel as tp  # noqa: E402
-from helpers.training import two_d  # noqa: E402
-from helpers.training.measured import NOT_MEASURED  # noqa: E402
-from helpers.training.toy import loss_fn, make_data, make_mlp  # noqa: E402
+from helpers.training import pipeline as pp
+from helpers.training import tensor_parallel as tp
+from helpers.training import two_d
+from helpers.training.comm import count_collectives
+from helpers.training.mesh import coordinate, mesh_shape
+from helpers.training.measured import NOT_MEASURED
+from helpers.training.toy import loss_fn, make_data, make_mlp
 
 
 @pytest.fixture
@@ -66,10 +68,10 @@ def test_reference_is_the_unsharded_forward_and_backward():
 
 def test_max_diff_reads_pulled_tensors_and_flags_shape_mismatch():
     t = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
-    pulled = {"values": t.tolist(), "dtype": "float64", "device": "cpu"}
-    assert tp.max_diff(pulled, t) == 0.0
-    assert tp.max_diff(pulled, t + 0.5) == 0.5
-    assert tp.max_diff(pulled, t.T) == float("inf")
+    for pulled in (t.float(), t.tolist()):          # a pulled tensor, or a saved record's lists
+        assert tp.max_diff(pulled, t) == 0.0
+        assert tp.max_diff(pulled, t + 0.5) == 0.5
+        assert tp.max_diff(pulled, t.T) == float("inf")
 
 
 def test_count_per_layer_sees_each_layers_collectives(one_rank_group):
@@ -133,10 +135,17 @@ def test_torch_against_the_hand_built_model():
 
 
 def test_plot_shards_draws_one_column_per_rank():
-    state = {"rank": 0, **{k: torch.zeros(3, 2) for k in
-                           ("W1_shard", "Y1_slice", "W2_shard", "Y2_partial")}}
-    fig = tp.plot_shards([state, {**state, "rank": 1}], "t")
-    assert len(fig.axes) == 8
+    names = ("W1_shard", "Y1_slice", "W2_shard", "Y2_partial")
+    states = [{"rank": r, **{k: torch.full((3, 2 + r), 10.0 * r + i, dtype=torch.float64)
+                            for i, k in enumerate(names)}} for r in range(2)]
+    fig = tp.plot_shards(states, "t")
+    assert len(fig.axes) == len(names) * 2
+    for i, name in enumerate(names):              # a row per tensor, a column per rank
+        for r, state in enumerate(states):
+            ax = fig.axes[i * 2 + r]
+            assert ax.get_title() == f"rank {r}: (3, {2 + r})"
+            (image,) = ax.get_images()
+            assert image.get_array().tolist() == state[name].tolist(), (name, r)
 
 
 # ------------------------------------------------------------ pipeline
@@ -265,19 +274,20 @@ def test_record_schedule_times_torchs_chunks_and_restores(one_rank_group):
 
 @pytest.mark.parametrize("n, shape", [(2, (1, 2)), (3, (1, 3)), (4, (2, 2)), (5, (1, 5)),
                                       (6, (2, 3)), (8, (2, 4)), (9, (3, 3)), (12, (3, 4))])
-def test_mesh_shape(n, shape):
-    assert two_d.mesh_shape(n) == shape
+def test_shape_reason_says_the_mesh_shape(n, shape):
+    assert mesh_shape(n) == shape
     reason = two_d.shape_reason(n)
     assert ("is prime" in reason) == (shape[0] == 1)
+    assert (f"1 × {n}" if shape[0] == 1 else f"a {shape[0]} × {shape[1]} mesh") in reason
 
 
-def test_mesh_shape_refuses_one_rank():
+def test_a_2d_mesh_refuses_one_rank():
     with pytest.raises(ValueError, match="2\\+ ranks"):
-        two_d.mesh_shape(1)
+        two_d.shape_reason(1)
 
 
 def test_groups_of_a_2x3_mesh():
-    assert two_d.coordinates(4, 2, 3) == (1, 1)
+    assert coordinate(4, (2, 3)) == (1, 1)
     assert two_d.tp_group_ranks(4, 2, 3) == [3, 4, 5]
     assert two_d.dp_group_ranks(4, 2, 3) == [1, 4]
     plan = two_d.planned_step(4, 2, 3, batch=48)
@@ -287,16 +297,17 @@ def test_groups_of_a_2x3_mesh():
     assert "gradient sync" in two_d.format_plan(plan)
 
 
-def test_record_collectives_notes_groups_and_restores(one_rank_group):
+def test_counted_calls_as_rows_with_their_groups(one_rank_group):
     before = dist.all_reduce
     group = dist.new_group([0])
-    with two_d.record_collectives() as calls:
+    with count_collectives() as log:
         dist.all_reduce(torch.ones(3, dtype=torch.float64), group=group)
         dist.all_reduce(torch.ones(2))
-    assert calls == [{"name": "all_reduce", "group": [0], "size": 24, "model": 0.0,
-                      "measured": 0},
-                     {"name": "all_reduce", "group": [0], "size": 8, "model": 0.0,
-                      "measured": 0}]
+    assert log.rows(phase="forward") == [
+        {"phase": "forward", "name": "all_reduce", "group": [0], "size": 24, "model": 0.0,
+         "measured": 0},
+        {"phase": "forward", "name": "all_reduce", "group": [0], "size": 8, "model": 0.0,
+         "measured": 0}]
     assert dist.all_reduce is before
 
 
@@ -320,9 +331,23 @@ def test_step_bytes_rows_and_sync_lines():
 
 
 def test_plot_mesh_and_params():
-    assert two_d.plot_mesh(2, 2, "t").axes
+    mesh = two_d.plot_mesh(2, 2, "t")
+    texts = [t.get_text() for t in mesh.axes[0].texts]
+    for r in range(4):                     # rank r: row r // 2 (its batch shard), column r % 2
+        assert f"rank {r}\nbatch shard {r // 2}\nfeatures {r % 2}" in texts
     ref = make_mlp(d_hidden=8).state_dict()
-    state = {"rank": 0, "dp_rank": 0, "tp_rank": 1,
+    right = {"rank": 0, "dp_rank": 0, "tp_rank": 1,
              "params": {"0.weight": ref["0.weight"][4:], "0.bias": ref["0.bias"][4:],
                         "2.weight": ref["2.weight"][:, 4:], "2.bias": ref["2.bias"]}}
-    assert len(two_d.plot_params([state], ref, 4, "t").axes) == 1
+    wrong = {**right, "rank": 1, "params": {**right["params"], "2.bias": ref["2.bias"] + 1}}
+    fig = two_d.plot_params([right, wrong], ref, 4, "t")
+    assert [ax.get_title() for ax in fig.axes] == [f"rank {r} (row 0, col 1)" for r in (0, 1)]
+    for ax, off in zip(fig.axes, (0.0, 1.0)):   # each value against the reference's
+        *points, diagonal = ax.lines
+        assert [line.get_label() for line in points] == list(right["params"])
+        xs = [x for line in points for x in line.get_xdata()]
+        ys = [y for line in points for y in line.get_ydata()]
+        assert len(xs) == 4 * 8 + 4 + 4 * 4 + 4
+        shifted = len(xs) - 4                  # the last 4 points: 2.bias
+        assert xs[:shifted] == pytest.approx(ys[:shifted])
+        assert [y - x for x, y in zip(xs[shifted:], ys[shifted:])] == pytest.approx([off] * 4)

@@ -7,7 +7,13 @@ per-call figures add up to the block's.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:   # a case's `torch` and `dist` are the disposable rank's own globals
+    import torch
+    import torch.distributed as dist
 
 from helpers.runtime.disposable import run_disposable
 from helpers.bench.wire import Wire, difference, peer_matrix
@@ -23,13 +29,13 @@ def quiet_and_send(rank, world_size, sizes):
         print("a rank that prints writes to its stdout, not to the other ranks " * 50)
     sends = []
     for size in sizes:
-        x = torch.ones(size // 4)  # noqa: F821 (the rank script defines torch)
-        dist.barrier()  # noqa: F821
+        x = torch.ones(size // 4)
+        dist.barrier()
         with on_the_wire() as wire:
             if rank == 0:
-                dist.send(x, 1)  # noqa: F821
+                dist.send(x, 1)
             elif rank == 1:
-                dist.recv(x, 0)  # noqa: F821
+                dist.recv(x, 0)
         sends.append({"sent": wire.sent, "sockets": wire.sockets})
     return {"quiet": quiet.sent, "sends": sends}
 
@@ -59,16 +65,16 @@ def test_a_send_reads_its_bytes_plus_gloo_headers(calibration):
 
 def ring_and_closed_group(rank, world_size):
     from helpers.training.comm import count_collectives
-    x = torch.ones(1 << 18)  # noqa: F821  (1 MiB)
+    x = torch.ones(1 << 18)  # 1 MiB
     with count_collectives() as log:
-        dist.all_reduce(x)  # noqa: F821
-        side = dist.new_group(backend="gloo")  # noqa: F821  (new connections, mid-block)
-        dist.all_reduce(x, group=side)  # noqa: F821
-        dist.destroy_process_group(side)  # noqa: F821  (closed before the block ends)
-        work = dist.all_reduce(x, async_op=True)  # noqa: F821
+        dist.all_reduce(x)
+        side = dist.new_group(backend="gloo")  # new connections, mid-block
+        dist.all_reduce(x, group=side)
+        dist.destroy_process_group(side)  # closed before the block ends
+        work = dist.all_reduce(x, async_op=True)
         work.wait()
-        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(256, 256))  # noqa
-        model(torch.ones(2, 256)).sum().backward()  # noqa: F821
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(256, 256))
+        model(torch.ones(2, 256)).sum().backward()
     return {"calls": [[c.name, c.measured, c.model] for c in log.entries],
             "block": log.measured_bytes, "outside": log.outside_calls,
             "sockets": log.wire.sockets, "table": log.table()}

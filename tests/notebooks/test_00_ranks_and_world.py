@@ -1,13 +1,22 @@
-"""Notebook 00 runs headless with real engines and reports each rank exactly once."""
+"""Notebook 00 runs headless with real engines and reports each rank exactly once; the
+names it lists are the engines' and its barrier cell runs as a torchrun script."""
 from __future__ import annotations
 
+import ast
+import contextlib
+import io
+import os
 import re
+import sys
+from pathlib import Path
 
+import nbformat
 import pytest
 
 from animation_checks import only_animation
 from conftest import NOTEBOOKS
-from notebook_runner import execute, notebook_text
+from notebook_runner import execute, notebook_text, output_text, run_bounded
+from reports import shown_reports
 
 NB = NOTEBOOKS / "00_ranks_and_world.ipynb"
 
@@ -22,9 +31,16 @@ def test_notebook00_default_reports_each_of_4_ranks_once(tmp_path):
     nb = execute(NB, tmp_path)
     assert sorted(_ranks_reported(nb)) == [0, 1, 2, 3]
     text = notebook_text(nb)
-    for r in range(4):
-        assert text.count(f"rank {r} ✓") == 1
+    every_rank = {r: True for r in range(4)}
+    [names] = shown_reports(nb, "engine-names-check")   # the six names, on every engine
+    assert names.by_rank() == every_rank and names.oks == [True] * 4
+    assert set(names.lines()) == {f"rank {r} ✓  {', '.join(_listed())}" for r in range(4)}
+    [barrier] = shown_reports(nb, "c17")                # no rank left before the last arrived
+    assert barrier.by_rank() == every_rank and barrier.oks == [True] * 4
+    assert len(shown_reports(nb)) == 2
     assert "✗" not in text
+    script = [c for c in nb.cells if c.get("id") == "torchrun-script"][0]
+    assert output_text(script).rstrip("\n") == _script().rstrip("\n")   # printed as it is
     assert "4 rank(s) · backend gloo" in text
     assert "only rank 0 runs this cell" in text
     pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
@@ -51,3 +67,53 @@ def test_notebook00_environment_sets_the_world_size(tmp_path, monkeypatch):
     monkeypatch.setenv("TUTORIAL_RANKS", "2")
     nb = execute(NB, tmp_path)
     assert sorted(_ranks_reported(nb)) == [0, 1]
+
+
+# ------------------------------------------------------------------ without engines
+
+def _cells() -> dict[str, str]:
+    return {c.id: c.source for c in nbformat.read(NB, as_version=4).cells}
+
+
+def _listed() -> list[str]:
+    """The names of the check cell's `listed = [...]`."""
+    [line] = [ln for ln in _cells()["engine-names-check"].splitlines() if ln.startswith("listed")]
+    return ast.literal_eval(line.split("=", 1)[1].split("#")[0].strip())
+
+
+def _script() -> str:
+    """The script the torchrun cell prints."""
+    namespace: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(_cells()["torchrun-script"], namespace)
+    return namespace["script"]
+
+
+def test_the_names_listed_are_the_ones_an_engine_gets():
+    from tools.lint import engine_names
+
+    listed = _listed()
+    assert listed == sorted(listed) == sorted(engine_names())   # helpers/runtime/engine.py
+    bullets = [ln for ln in _cells()["c05"].splitlines() if ln.startswith("- `")]
+    described = [name for ln in bullets for name in re.findall(r"`(\w+)`", ln.split(":")[0])]
+    assert sorted(described) == listed and len(described) == len(set(described)) == 6
+    assert "six" in _cells()["c05"] and "six" in _cells()["engine-names-check"]
+
+
+def test_the_barrier_cell_runs_as_a_torchrun_script(tmp_path):
+    script = _script()
+    body = _cells()["c14"].split("\n", 1)[1]             # the %%px cell without its first line
+    assert _cells()["c14"].startswith("%%px\n") and body in script
+    path = tmp_path / "barrier.py"
+    path.write_text(script)
+    torchrun = Path(sys.executable).with_name("torchrun")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    code, out = run_bounded([str(torchrun), "--standalone", "--nproc_per_node=2", str(path)],
+                            tmp_path, env, timeout_s=180)
+    assert code == 0, out
+    lines = re.findall(r"^rank (\d): arrived after ([\d.]+) s, left the barrier after ([\d.]+) s$",
+                       out, flags=re.M)
+    assert sorted(int(r) for r, _, _ in lines) == [0, 1], out
+    last_arrival = max(float(arrived) for _, arrived, _ in lines)
+    assert last_arrival >= 0.19                               # rank 1 slept 0.2 s
+    assert all(float(left) >= last_arrival - 0.01 for _, _, left in lines), lines

@@ -20,7 +20,9 @@ from helpers.bench.sweep import DisplayBar
 from helpers.bench.nccl_tests import plan
 from helpers.bench.traffic import RING_LIKE, tree_children
 from helpers.bench.wire import agrees
+from helpers.checks import grade
 from notebook_runner import execute, notebook_text, png_count, printed
+from reports import shown_reports
 
 NB = NOTEBOOKS / "11_bandwidth.ipynb"
 ALL = ("scatter", "gather", "broadcast", "reduce", "all_reduce", "all_gather",
@@ -75,7 +77,12 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     assert "✓" in before_fit and "✗" not in before_fit
     for rank in range(N):
         assert f"rank {rank} ✓" in text
-    assert "All three right!" in text
+    reports = shown_reports(nb)
+    agree = [s for s in reports if s.verdicts and "rows as rank 0" in s.verdicts[0][2]]
+    assert len(agree) == 1 and agree[0].by_rank() == {r: True for r in range(N)}
+    [exercise] = shown_reports(nb, "c23")
+    assert exercise.oks == [True] * 3, "the exercise check did not pass"
+    assert [who for who, _, _ in exercise.verdicts] == ["bytes", "count", "busbw / algbw"]
     assert "helpers.bench.measurement.measure" in text and "by hand" in text
 
     # The progress bar: one display output holding its final line, nothing else.
@@ -89,10 +96,11 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
                    for o in _outputs(nb)), "carriage-return residue in an output"
     check_alpha_beta_section(text, rows, N)
     check_wire_section(text, json.loads((results / "11_bandwidth_wire.json").read_text()), N,
-                       MAX_BYTES)
+                       MAX_BYTES, reports)
 
 
-def check_wire_section(text: str, traffic: list[dict], n: int, largest: int) -> None:
+def check_wire_section(text: str, traffic: list[dict], n: int, largest: int,
+                       reports: list) -> None:
     """Bytes on the wire: the calibration, every point saved with measured and model per
     rank, and gloo's algorithm for each collective recomputed from the saved matrices."""
     for rank in range(n):   # a quiet rank reads 0 B; a 64 KiB send reads S + 96 / 48
@@ -115,8 +123,12 @@ def check_wire_section(text: str, traffic: list[dict], n: int, largest: int) -> 
             edges = {(p, q) for p in range(n) for q in tree_children(p, n)}
             assert {(p, q) for p in range(n) for q in range(n)
                     if t["matrix"][p][q] >= t["bytes"]} == edges, t["matrix"]
+    [wire] = [s for s in reports if s.title == "bytes on the wire against each collective's "
+                                                 "algorithm on gloo"]
     for collective in ALL:
-        assert len(re.findall(rf"^✓ {collective}\s+\d+ B  ", text, flags=re.M)) == 3, collective
+        oks = [ok for who, ok, _ in wire.verdicts if who.split()[0] == collective]
+        assert oks == [True] * 3, collective
+        assert len(re.findall(rf"^{collective}\s+\d+ B ✓  ", text, flags=re.M)) == 3, collective
 
 
 # Fitted models whose held-out check may say ✗ in one run. Measured before this was set
@@ -162,7 +174,7 @@ def check_alpha_beta_section(text: str, rows: list[dict], n: int) -> None:
         misses = alpha_beta.holdout_misses(rows, collective)
         median = float(np.median([m for k, m in misses.items() if k not in fit.left_out]))
         within = median <= 3 * fit.error
-        assert (f"{collective:<15} {'✓' if within else '✗'} median miss on the sizes left out "
+        assert (f"{collective:<15} {'✓' if within else '✗'}  median miss on the sizes left out "
                 f"{median:5.1%} = {median / fit.error:.1f} ε (ε = {fit.error:.1%}; "
                 f"✓ up to 3 ε)") in text, collective
         missed += [] if within else [f"{collective}: {median / fit.error:.1f} ε"]
@@ -189,7 +201,7 @@ def test_bandwidth_notebook_fits_alpha_beta_at_4_ranks(tmp_path, monkeypatch):
         assert f"rank {rank} ✓" in text
     assert "α-β fit, ring terms, 4 ranks" in text
     check_wire_section(text, json.loads((results / "11_bandwidth_wire.json").read_text()), 4,
-                       MAX_BYTES)
+                       MAX_BYTES, shown_reports(nb))
     assert "✗" not in text.split("α-β fit, ring terms")[0]   # the self-checks before the fit
     check_alpha_beta_section(text, rows, 4)
 
@@ -204,7 +216,10 @@ def _row(collective: str, size: int, time_us: float, factor: float) -> dict:
 
 
 check_factors = printed(figures.check_factors)
-grade_busbw_prediction = printed(figures.grade_busbw_prediction)
+grade_the_row = printed(
+    lambda prediction, row: grade(prediction, {"bytes": row["bytes"], "count": row["count"],
+                                               "busbw / algbw": row["busbw"] / row["algbw"]},
+                                  "the all_gather row"))   # the exercise's check cell
 
 
 def test_check_factors_marks_a_wrong_factor(capsys):
@@ -219,12 +234,14 @@ def test_check_factors_marks_a_wrong_factor(capsys):
 
 def test_grade_prediction_asks_then_grades(capsys):
     row = _row("all_gather", 960, 5.0, 0.75)  # 1000 B on 4 ranks: 62 per rank, trimmed to 60
-    assert not grade_busbw_prediction({"bytes": ..., "count": 60, "busbw / algbw": 0.75}, row)
-    assert "✎" in capsys.readouterr().out
-    assert not grade_busbw_prediction({"bytes": 992, "count": 60, "busbw / algbw": 0.75}, row)
+    assert not grade_the_row({"bytes": ..., "count": ..., "busbw / algbw": ...}, row)
+    assert "✎ Fill in your prediction first" in capsys.readouterr().out   # the student's stub
+    assert not grade_the_row({"bytes": ..., "count": 60, "busbw / algbw": 0.75}, row)
+    assert re.search(r"bytes\s+✗  predicted \.\.\. .*\(fill this one in\)", capsys.readouterr().out)
+    assert not grade_the_row({"bytes": 992, "count": 60, "busbw / algbw": 0.75}, row)
     out = capsys.readouterr().out
     assert re.search(r"bytes\s+✗", out) and re.search(r"count\s+✓", out)
-    assert grade_busbw_prediction({"bytes": 960, "count": 240 // 4, "busbw / algbw": 3 / 4}, row)
+    assert grade_the_row({"bytes": 960, "count": 240 // 4, "busbw / algbw": 3 / 4}, row)
     assert "✗" not in capsys.readouterr().out
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import NOTEBOOKS
 from notebook_runner import execute, output_text
+from reports import shown_reports
 
 N_RANKS = 3
 TIMEOUT_S = 5
@@ -123,8 +124,10 @@ def test_a_rank_killed_mid_collective_is_named_and_the_start_cell_recovers(debug
     assert f"{N_RANKS} rank(s)" in output_text(restart)
     total = float(sum(range(1, N_RANKS + 1)))
     assert every_rank_printed(collective, lambda r: [total, total])
-    for r in range(N_RANKS):
-        assert f"rank {r} ✓" in output_text(check)
+    [fresh] = shown_reports(nb, check.id)     # the self-check: a right sum on every rank
+    assert fresh.oks == [True] * N_RANKS and fresh.by_rank() == {r: True for r in range(N_RANKS)}
+    assert [line for line in fresh.lines()] == [f"rank {r} ✓  {[total, total]}"
+                                                for r in range(N_RANKS)]
     assert "✗" not in output_text(check)
 
 
@@ -142,7 +145,10 @@ def test_bad_start_cell_input_is_refused_and_the_cluster_keeps_running(debugging
 @pytest.mark.notebook
 def test_exercise_and_saved_diagnoses(debugging):
     nb, history = debugging
-    assert "All slots right!" in output_text(cells_after(nb, "rank 0's gather_list")[0])
+    [slots] = shown_reports(nb, cells_after(nb, "rank 0's gather_list")[0].id)
+    assert slots.oks == [True] * N_RANKS
+    assert [who for who, _, _ in slots.verdicts] == [f"slot {r}" for r in range(N_RANKS)]
+    assert slots.notes == ["All slots right!"]
     # shapes, dtypes, all_gather, src: group fine; scatter, some ranks, a dead rank: not
     assert [d["group_usable"] for d in history] == [True] * 4 + [False] * 3
     assert history[-1]["failed"][-1]["rank"] == N_RANKS - 1
@@ -189,6 +195,6 @@ def test_bad_lists_error_on_the_root_in_bounded_time_then_a_restart_works(case):
         cluster = start_cluster(N_RANKS, "gloo", timeout_s=5, quiet=True)  # re-run
         view = cluster.client.direct_view(cluster.engine_ids)
         view.execute("t = torch.ones(2); dist.all_reduce(t)", block=True)
-        assert all(s["t"]["values"] == [3.0, 3.0] for s in cluster.pull("t"))
+        assert all(s["t"].tolist() == [3.0, 3.0] for s in cluster.pull("t"))
     finally:
         cluster.stop()

@@ -11,8 +11,9 @@ import psutil
 import pytest
 
 from child import wait_until
-from helpers.runtime import cluster as cl
-from helpers.runtime.cluster import ClusterConfigError, cluster_processes, resolve_config, start_cluster
+from helpers.runtime.cluster import start_cluster
+from helpers.runtime.config import ClusterConfigError, resolve_config, visible_gpu_count
+from helpers.runtime.processes import cluster_processes
 
 
 def ipp_processes() -> list[psutil.Process]:
@@ -85,7 +86,7 @@ def test_nccl_with_too_few_gpus_names_both_numbers_and_the_way_out():
 
 
 def test_nccl_on_this_machine_is_refused_before_any_engine_starts():
-    if cl.visible_gpu_count() >= 2:
+    if visible_gpu_count() >= 2:
         pytest.skip("this machine has GPUs")
     before = len(ipp_processes())
     t0 = time.monotonic()
@@ -133,8 +134,9 @@ def test_context_manager_stops_and_collectives_work():
     with start_cluster(n_ranks=3, backend="gloo", quiet=True) as cluster:
         cluster.client.direct_view(cluster.engine_ids).execute(
             "t = torch.tensor([rank + 1.0]); dist.all_reduce(t)", block=True)
-        assert [s["t"] for s in cluster.pull("t")] == [
-            {"values": [6.0], "dtype": "float32", "device": "cpu"}] * 3
+        pulled = [s["t"] for s in cluster.pull("t")]
+        assert [(t.tolist(), str(t.dtype), t.device.type) for t in pulled] == [
+            ([6.0], "torch.float32", "cpu")] * 3
         cluster_id = cluster.cluster_id
     assert cluster.stopped and cluster_processes(cluster_id) == []
 

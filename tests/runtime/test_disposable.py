@@ -7,16 +7,22 @@ sockets open while the dump is written (189 MB here with `ulimit -c unlimited`, 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import resource
 
 import pytest
+
+if TYPE_CHECKING:   # a case's `torch` and `dist` are the disposable rank's own globals
+    import torch
+    import torch.distributed as dist
 
 from helpers.runtime.disposable import run_disposable
 
 
 def all_reduce_shapes_differ(rank, world_size):
-    tensor = torch.ones(5 if rank == 1 else 4)  # noqa: F821 (the rank script defines torch)
-    dist.all_reduce(tensor)  # noqa: F821
+    tensor = torch.ones(5 if rank == 1 else 4)
+    dist.all_reduce(tensor)
     return tensor
 
 

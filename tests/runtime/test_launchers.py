@@ -275,7 +275,7 @@ def test_apply_puts_the_config_on_the_cluster(open_mpi, monkeypatch):
     plan = cluster_options("mpi", 3)
     cluster = ipp.Cluster(**plan.cluster_kwargs)
     before = cluster.config
-    assert plan.apply(cluster) is cluster
+    assert apply(plan, cluster) is cluster
     assert cluster.engine_launcher_class is ipp_launcher.MPIEngineSetLauncher
     assert cluster.n == 3 and cluster.controller_ip == plan.cluster_kwargs["controller_ip"]
     assert cluster.controller_args == ["--IPController.transport=ipc"]
@@ -297,7 +297,7 @@ def test_apply_slurm_and_local():
     assert cluster.engine_launcher_class is ipp_launcher.SlurmEngineSetLauncher
     assert cluster.controller_launcher_class is ipp_launcher.SlurmControllerLauncher
     assert "--gres=gpu:2" in cluster.config.SlurmEngineSetLauncher.batch_template
-    local = cluster_options("local", 2).new_cluster()
+    local = _cluster(cluster_options("local", 2))
     assert local.engine_launcher_class is ipp_launcher.LocalEngineSetLauncher
     assert local.controller_launcher_class is ipp_launcher.LocalControllerLauncher
     assert local.config.LocalEngineSetLauncher.environment["GLOO_SOCKET_IFNAME"] == "lo"

@@ -3,6 +3,8 @@
 Each test starts a real kernel (jupyter_client, cwd = the repository), starts a
 2-engine gloo cluster in it, ends the kernel one way or another, and then counts
 the processes that carry the cluster's IPP_CLUSTER_ID: zero within a bounded time.
+Each test has an IPYTHONDIR of its own: a start ends only the orphans of its own
+IPYTHONDIR, so tests that count orphans need no lock against other tests' starts.
 """
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ from jupyter_client import KernelManager
 
 from child import wait_until
 from conftest import REPO
-from helpers.runtime.processes import cluster_processes, running
+from helpers.runtime.cluster import start_cluster
+from helpers.runtime.processes import cluster_processes, end_orphans, running
+from helpers.runtime.starting import owned_and_private
 from helpers.runtime.warm import security_dir
 
 GONE_WITHIN_S = 30.0
@@ -30,6 +34,15 @@ from helpers.runtime.cluster import start_cluster
 c = start_cluster(2, "gloo", quiet=True)
 print(json.dumps({"cluster_id": c.cluster_id, "kernel_pid": os.getpid()}))
 """
+
+
+@pytest.fixture(autouse=True)
+def own_ipython_dir(tmp_path, monkeypatch) -> Path:
+    """This test's IPYTHONDIR (inherited by its kernels, engines and child starts)."""
+    folder = tmp_path / "ipython"
+    folder.mkdir()
+    monkeypatch.setenv("IPYTHONDIR", str(folder))
+    return folder
 
 
 def describe(procs: list[psutil.Process]) -> list[str]:
@@ -187,7 +200,6 @@ c.stop()
 """
 
 
-@pytest.mark.alone   # counts orphans: a start elsewhere would end them
 def test_sigkilled_kernel_and_reaper_orphans_are_ended_by_the_next_start():
     with kernel() as (km, kc):
         cluster_id, kernel_pid = start_in_kernel(kc)
@@ -238,21 +250,31 @@ def test_a_killed_kernels_cluster_file_goes_too():
         [f.name for f in security_dir().glob(f"*{cluster_id}*")]
 
 
-@pytest.mark.alone   # counts orphans: a start elsewhere would end them
-def test_orphan_sweep_keeps_the_files_of_a_live_cluster_of_the_same_name(tmp_path):
-    """A warm cluster's name is reused: ending the old one's orphans must not forget the new."""
-    from helpers.runtime.processes import end_orphans
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
+
+def gone_pid() -> int:
+    """The pid of a process that has ended: an owner that is gone."""
     gone = subprocess.Popen(["true"])
     gone.wait()
-    folder = tmp_path / "profile_default" / "security"
-    folder.mkdir(parents=True)
-    cluster_file = folder / "cluster-same-name.json"
+    return gone.pid
+
+
+def cluster_process(cluster_id: str, owner_pid: int) -> subprocess.Popen:
+    """A stand-in for one process of cluster `cluster_id`, stamped as a start cell stamps
+    its processes (owner, IPYTHONDIR)."""
+    with owned_and_private(owner_pid):
+        return subprocess.Popen(SLEEPER, env=dict(os.environ, IPP_CLUSTER_ID=cluster_id))
+
+
+def test_orphan_sweep_keeps_the_files_of_a_live_cluster_of_the_same_name():
+    """A warm cluster's name is reused: ending the old one's orphans must not forget the new."""
+    gone = gone_pid()
+    cluster_file = security_dir() / "cluster-same-name.json"
     cluster_file.write_text("{}")
-    env = dict(os.environ, IPP_CLUSTER_ID="same-name", IPYTHONDIR=str(tmp_path))
-    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
-    orphan = subprocess.Popen(sleeper, env={**env, "TUTORIAL_OWNER_PID": str(gone.pid)})
-    live = subprocess.Popen(sleeper, env={**env, "TUTORIAL_OWNER_PID": str(os.getpid())})
+    orphan = cluster_process("same-name", gone)
+    live = cluster_process("same-name", os.getpid())
+    second = None
     try:
         assert wait_until(lambda: len(cluster_processes("same-name")) == 2, 10)
         assert end_orphans() == 1
@@ -260,11 +282,34 @@ def test_orphan_sweep_keeps_the_files_of_a_live_cluster_of_the_same_name(tmp_pat
         assert cluster_file.exists(), "the live cluster's file was removed"
         live.kill()
         live.wait(timeout=10)
-        second = subprocess.Popen(sleeper, env={**env, "TUTORIAL_OWNER_PID": str(gone.pid)})
+        second = cluster_process("same-name", gone)
         assert wait_until(lambda: len(cluster_processes("same-name")) == 1, 10)
         assert end_orphans() == 1 and second.wait(timeout=10) is not None
         assert not cluster_file.exists(), "an orphaned cluster's file should go with it"
     finally:
-        for proc in (orphan, live):
-            if proc.poll() is None:
+        for proc in (orphan, live, second):
+            if proc is not None and proc.poll() is None:
                 proc.kill()
+
+
+def test_a_start_ends_the_orphans_of_its_own_ipythondir_only(tmp_path, monkeypatch):
+    """Two projects of one user (two IPYTHONDIRs): a start in one never ends the other's
+    processes; a start in the orphan's own IPYTHONDIR ends it, and its files."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    monkeypatch.setenv("IPYTHONDIR", str(one))
+    cluster_file = security_dir() / "cluster-left-behind.json"
+    cluster_file.write_text("{}")
+    orphan = cluster_process("left-behind", gone_pid())
+    try:
+        assert wait_until(lambda: len(cluster_processes("left-behind")) == 1, 10)
+        monkeypatch.setenv("IPYTHONDIR", str(two))
+        start_cluster(2, "gloo", quiet=True, warm=False).stop()
+        assert orphan.poll() is None, "a start in another IPYTHONDIR ended the orphan"
+        assert cluster_file.exists()
+        monkeypatch.setenv("IPYTHONDIR", str(one))
+        start_cluster(2, "gloo", quiet=True, warm=False).stop()
+        assert orphan.wait(timeout=10) is not None, "a start in its IPYTHONDIR left it"
+        assert not cluster_file.exists(), "an orphaned cluster's file should go with it"
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()

@@ -1,4 +1,4 @@
-"""What the README's security paragraph promises about the cluster's sockets.
+"""What docs/security.md promises about the cluster's sockets.
 
 One host (local launcher): the controller and its schedulers listen on unix sockets only,
 in an owner-only (0700) folder; the engines listen on no TCP port of their own; the only
@@ -164,7 +164,7 @@ def test_cluster_listens_on_unix_sockets_except_nannies_store_and_gloo():
     prefix = Path(cluster._ipp_cluster.controller_ip)
     try:
         cluster.run("t = torch.ones(3) * (rank + 1)\ndist.all_reduce(t)")
-        assert cluster.values("t") == [[10.0] * 3] * N_RANKS
+        assert [t.tolist() for t in cluster.values("t")] == [[10.0] * 3] * N_RANKS
         procs = cluster_processes(cluster.cluster_id)
         roles = {proc.pid: _role(proc) for proc in procs}
         by_role = {role: [p for p in procs if roles[p.pid] == role]

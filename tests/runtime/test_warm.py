@@ -35,7 +35,7 @@ def report(c, **extra):
     view.execute("t = torch.tensor([rank + 1.0]); dist.all_reduce(t)", block=True)
     say(cluster_id=c.cluster_id, reused=c.reused, warm=c.warm,
         pids=[r.pid for r in c.ranks],
-        t=[s["t"]["values"] for s in c.pull("t")], **extra)
+        t=[s["t"].tolist() for s in c.pull("t")], **extra)
 """
 
 

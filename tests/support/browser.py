@@ -11,12 +11,14 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import psutil
 import pytest
 
-from helpers.runtime.cluster import end_processes  # noqa: F401  (used by the tests)
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
 
 CHROMIUM = Path("/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -36,7 +38,7 @@ def require_chromium() -> None:
     if not CHROMIUM.exists():
         missing.append(f"{CHROMIUM} (apt-get install chromium)")
     try:
-        import playwright.sync_api  # noqa: F401
+        import playwright.sync_api  # noqa: F401  (is it installed?)
     except ImportError:
         missing.append("playwright (pip install -r requirements.txt)")
     if missing:
@@ -47,7 +49,7 @@ def require_chromium() -> None:
 
 
 @contextlib.contextmanager
-def chromium() -> Iterator["playwright.sync_api.Browser"]:  # noqa: F821
+def chromium() -> Iterator[Browser]:
     """A headless Chromium, closed (with Playwright's driver) on the way out."""
     require_chromium()
     from playwright.sync_api import sync_playwright

@@ -82,7 +82,7 @@ def test_kernels_listen_on_owner_only_unix_sockets_and_the_output_is_one_line_ea
     shown = json.loads(nbformat.reads(page, as_version=4).cells[1].outputs[0].text
                        .split("KERNEL ", 1)[1])
     # The five Jupyter channels are unix sockets in an owner-only folder. (ipykernel 7 itself
-    # still opens one loopback TCP listener of its own: README, "Security".)
+    # still opens one loopback TCP listener of its own: docs/security.md.)
     assert shown == {"transport": "ipc", "sockets": [True] * 5, "mode": "0o700",
                      "owner": True}, shown
 
@@ -155,7 +155,7 @@ def test_only_what_a_notebook_uses_executes_it_again(tmp_path, monkeypatch, caps
     assert build.build(notebooks) == 0 and executed == []     # executes nothing
     assert capsys.readouterr().out.count("up to date") == len(notebooks)
 
-    with open(root / "helpers" / "ring.py", "a") as f:
+    with open(root / "helpers" / "collectives" / "ring.py", "a") as f:
         f.write("\n# an edit to notebook 10's helper\n")
     build.build(notebooks)
     assert executed == ["10_ring_all_reduce.ipynb"]

@@ -39,6 +39,7 @@ import psutil
 import pytest
 
 import browser
+from helpers.runtime.processes import end_processes
 from conftest import NOTEBOOKS, REPO
 
 NB = NOTEBOOKS / "05_all_reduce.ipynb"
@@ -190,7 +191,7 @@ def make_lab(work: Path, user: str | None = None, env_dir: Path | None = None):
             server.wait(timeout=15)
         # Whatever a failure left behind (kernel, engines, reaper): end it.
         ipythondir = str(dirs["IPYTHONDIR"])
-        browser.end_processes(browser.processes_with_env("IPYTHONDIR", ipythondir))
+        end_processes(browser.processes_with_env("IPYTHONDIR", ipythondir))
         shutil.rmtree(short, ignore_errors=True)
 
 
@@ -353,7 +354,7 @@ from helpers import start_cluster
 
 cluster = start_cluster(2, "gloo", quiet=True, warm=False)
 cluster.run("t = torch.ones(2) * (rank + 1)\\ndist.all_reduce(t)")
-values = cluster.values("t")
+values = [t.tolist() for t in cluster.values("t")]
 cluster.stop()
 print("RESULT " + json.dumps({"pid": os.getpid(), "uid": os.getuid(), "values": values,
                               "pipe_port": IPKernelApp.instance().iopub_thread._pipe_port}))

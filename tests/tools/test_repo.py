@@ -41,9 +41,82 @@ def test_ci_runs_the_readme_test_command():
     assert re.search(r"^\s*make test\b", ci, flags=re.M)
 
 
+def _requirement_names(lines: list[str]) -> set[str]:
+    """The package names of requirement lines (pins and comments off)."""
+    names = set()
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            names.add(re.split(r"[=<>!~\[; ]", line, maxsplit=1)[0].lower().replace("_", "-"))
+    return names
+
+
+def _environment_yml() -> tuple[list[str], list[str], list[str]]:
+    """environment.yml's channels, conda dependencies and pip entries, as written."""
+    found: dict[str, list[str]] = {"channels": [], "dependencies": [], "pip": []}
+    section, pip_indent = None, None
+    for line in (REPO / "environment.yml").read_text().splitlines():
+        line = line.split("#", 1)[0].rstrip()
+        key = re.match(r"^(\w+):", line)
+        entry = re.match(r"^(\s*)-\s*(.+)$", line)
+        if key:
+            section, pip_indent = key.group(1), None
+        elif entry and section in ("channels", "dependencies"):
+            indent, value = len(entry.group(1)), entry.group(2)
+            if pip_indent is not None and indent > pip_indent:
+                found["pip"].append(value)
+            elif value == "pip:":
+                pip_indent = indent
+            else:
+                pip_indent = None
+                found[section].append(value)
+    return found["channels"], found["dependencies"], found["pip"]
+
+
 def test_environment_yml_installs_the_same_list_as_pip():
-    env = (REPO / "environment.yml").read_text()
-    assert "conda-forge" in env and re.search(r"^\s*-\s*pip\s*$", env, flags=re.M)
-    assert "-r ../requirements.txt" in env or "-r requirements.txt" in env
+    """conda's environment reads requirements.txt itself and pins no package of its own:
+    the two lists cannot disagree."""
+    channels, conda, pip = _environment_yml()
+    assert channels == ["conda-forge"], channels
+    assert "pip" in conda, conda
+    assert [entry for entry in pip if entry.startswith("-r ")] == ["-r requirements.txt"], pip
+    assert not _requirement_names(pip), f"environment.yml installs packages of its own: {pip}"
+    conda_packages = {re.split(r"[=<> ]", entry, maxsplit=1)[0] for entry in conda}
+    # python, pip and make are the environment, not the project's packages
+    assert conda_packages <= {"python", "pip", "make"}, conda_packages
+    requirements = (REPO / "requirements.txt").read_text().splitlines()
+    assert not conda_packages & _requirement_names(requirements)
+
+
+def test_requirements_pin_the_versions_the_series_was_checked_with():
+    """torch: what the notebooks' measured claims and field notes describe; ipyparallel:
+    what helpers/runtime/ipp_compat.py's workarounds were checked against."""
+    from helpers.runtime.ipp_compat import CHECKED_AGAINST
+
     requirements = (REPO / "requirements.txt").read_text()
     assert re.search(r"^torch==2\.13\.0$", requirements, flags=re.M)
+    assert re.search(rf"^ipyparallel=={re.escape(CHECKED_AGAINST)}$", requirements, flags=re.M)
+
+
+def test_the_package_holds_every_folder_of_helpers(tmp_path):
+    """A non-editable install (a wheel) ships every helpers package, so a new folder is
+    never left out of it."""
+    import subprocess
+    import sys
+    import zipfile
+
+    import shutil
+
+    source = tmp_path / "source"          # a copy: setuptools builds in the tree it is given
+    shutil.copytree(REPO / "helpers", source / "helpers",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path), str(source)], check=True, timeout=300)
+    [wheel] = tmp_path.glob("nccl_notebooks-*.whl")
+    shipped = {name.rsplit("/", 1)[0].replace("/", ".") for name in
+               zipfile.ZipFile(wheel).namelist() if name.endswith("/__init__.py")}
+    folders = {str(p.parent.relative_to(REPO)).replace("/", ".")
+               for p in (REPO / "helpers").rglob("__init__.py")}
+    assert folders and shipped == folders, (sorted(folders - shipped), sorted(shipped - folders))

@@ -39,7 +39,7 @@ def _collectives_used(code: str) -> set[str]:
         if call in code:
             used |= {"send / recv" if c in ("send", "recv") else c
                      for api in apis for c in TORCH_API_COLLECTIVES[api]}
-    if ("count_collectives" in code or "record_collectives" in code) and used & RING:
+    if "count_collectives" in code and used & RING:
         # the model of its bytes: the ring's
         used.add("ring all_reduce")
     return used

@@ -1,0 +1,8 @@
+"""Notebook 03 (broadcast), executed for real at 2, 3 and 4 ranks on gloo:
+its records match the NumPy model, every rank is checked ✓
+(tests/support/collective_notebooks.py)."""
+from __future__ import annotations
+
+from collective_notebooks import notebook_test
+
+test_broadcast_notebook = notebook_test("03_broadcast", {"broadcast"})

@@ -1,0 +1,86 @@
+"""Notebook 19 (2-D parallelism: data x tensor) executed on gloo, its parameters and
+losses checked against one process training on the whole batch."""
+from __future__ import annotations
+
+import pytest
+from notebook_runner import notebook_text, png_count
+from training_notebooks import diff, run_training_notebook
+
+from helpers.training.toy import make_data, make_mlp
+
+TOL = 1e-12
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("n_ranks, shape", [(4, (2, 2)), (3, (1, 3)), (2, (1, 2))])
+def test_two_d_notebook(n_ranks, shape, tmp_path, monkeypatch):
+    """4 ranks: a 2 × 2 mesh. 2 and 3 ranks: the stated fallback, 1 × n (tensor parallel
+    only), still checked against the reference."""
+    from helpers.training.toy import reference_train
+
+    nb, record = run_training_notebook("19_two_d_parallel", n_ranks, tmp_path, monkeypatch)
+    n = n_ranks
+    dp, tp = shape
+    assert (record["dp_size"], record["tp_size"]) == (dp, tp)
+    text = notebook_text(nb)
+    if dp == 1:
+        assert f"{n} is prime" in text and f"This notebook runs 1 × {n}" in text
+    else:
+        assert f"{n} ranks: a {dp} × {tp} mesh" in text
+
+    X, Y = make_data()
+    d_hidden = 4 * tp
+    ref = reference_train(make_mlp(d_hidden=d_hidden), X, Y, steps=record["steps"],
+                          lr=record["lr"])
+    k = d_hidden // tp
+    seen = set()
+    for r, got in enumerate(record["ranks"]):
+        row, col = got["dp_rank"], got["tp_rank"]
+        assert (row, col) == (r // tp, r % tp)          # row-major, as init_device_mesh
+        seen.add((row, col))
+        mine = slice(col * k, (col + 1) * k)
+        expected = {"0.weight": ref.state["0.weight"][mine], "0.bias": ref.state["0.bias"][mine],
+                    "2.weight": ref.state["2.weight"][:, mine], "2.bias": ref.state["2.bias"]}
+        for name, value in expected.items():
+            assert diff(got["params"][name], value) < TOL, (r, name)
+        # each rank's loss is its replica's; their mean over the replicas is the reference's
+        row_mates = [g for g in record["ranks"] if g["dp_rank"] == row]
+        assert all(g["losses"] == got["losses"] for g in row_mates)
+        # the last step's collectives: g on the row, then one all_reduce per shard on the column
+        row_ranks = [row * tp + c for c in range(tp)]
+        col_ranks = [q * tp + col for q in range(dp)]
+        executed = [(c["phase"], c["name"], c["group"], c["size"]) for c in got["executed"]]
+        assert executed == [("forward", "all_reduce", row_ranks, 48 // dp * 4 * 8)] + [
+            ("gradient sync", "all_reduce", col_ranks, numel * 8)
+            for numel in (k * 8, k, 4 * k, 4)]
+        _assert_step_bytes(got["executed"], dp)
+    assert seen == {(a, b) for a in range(dp) for b in range(tp)}
+    replica_losses = [[g["losses"] for g in record["ranks"] if g["dp_rank"] == row][0]
+                      for row in range(dp)]
+    for step, ref_loss in enumerate(ref.losses):
+        mean = sum(losses[step] for losses in replica_losses) / dp
+        assert abs(mean - ref_loss) < TOL
+
+    assert text.count("and no error") == n
+    assert "not measured" not in text
+    assert png_count(nb) >= 2
+
+
+def _assert_step_bytes(executed: list[dict], dp: int) -> None:
+    """Each call: the ring model 2(g − 1)/g · S, and measured = model + gloo's headers; a
+    group of one rank writes exactly 0 B. At dp ≥ 2 the gradient sync's headers weigh
+    as much as its data or more."""
+    from helpers.bench.wire import agrees
+
+    for call in executed:
+        g = len(call["group"])
+        assert call["model"] == pytest.approx(2 * (g - 1) / g * call["size"]), call
+        if g == 1:
+            assert call["measured"] == 0, call
+        else:
+            assert call["measured"] > call["model"], call
+            assert agrees(call["measured"], call["model"], 1, g), call
+    sync = [c for c in executed if c["phase"] == "gradient sync"]
+    if dp >= 2:
+        model = sum(c["model"] for c in sync)
+        assert sum(c["measured"] for c in sync) - model >= model, sync

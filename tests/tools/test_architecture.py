@@ -1,0 +1,146 @@
+"""docs/ARCHITECTURE.md against the code: its generated map, the rules of helpers/, its paths."""
+from __future__ import annotations
+
+import ast
+import re
+
+import nbformat
+import pytest
+
+from conftest import REPO
+from tools import dependencies
+from tools.dependencies import (MAP_BEGIN, MAP_END, NOT_IN_NOTEBOOKS, helpers_modules,
+                                map_markdown, module_map, with_map)
+
+MAX_LINES = 400
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+# A path the docs name in backticks: a file or folder of the repository.
+_PATH = re.compile(r"`((?:helpers|tools|tests|benchmarks|notebooks|docs|images)/[\w./*-]*)`")
+
+
+def _between_markers(text: str) -> str:
+    return text[text.index(MAP_BEGIN) + len(MAP_BEGIN):text.index(MAP_END)].strip("\n")
+
+
+def test_the_map_in_architecture_md_is_the_one_the_code_gives():
+    written = _between_markers((REPO / dependencies.ARCHITECTURE).read_text())
+    assert written == map_markdown(REPO), (
+        "docs/ARCHITECTURE.md's notebook → module map is out of date: run "
+        "`python -m tools.dependencies --write-map`")
+
+
+def test_every_helpers_module_is_used_by_a_notebook_or_named_as_used_by_none():
+    imports, users = module_map(REPO)
+    assert set(users) == set(helpers_modules(REPO))
+    assert len(imports) == 20 and all(imports.values()), imports
+    unused = {module for module, stems in users.items() if not stems}
+    assert unused == set(NOT_IN_NOTEBOOKS), (
+        f"used by no notebook and not in NOT_IN_NOTEBOOKS (dead code, or name its user in "
+        f"tools/dependencies.py): {sorted(unused - set(NOT_IN_NOTEBOOKS))}; "
+        f"in NOT_IN_NOTEBOOKS but used by a notebook or gone: "
+        f"{sorted(set(NOT_IN_NOTEBOOKS) - unused)}")
+
+
+def test_the_map_follows_imports_the_registry_and_started_modules(tmp_path):
+    """A tiny repository: what each column of the map counts."""
+    pkg = tmp_path / "helpers"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text('_WHERE = {"start": "helpers.a"}\n')
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from helpers.sub import b\n")
+    (pkg / "sub" / "b.py").write_text(
+        "import sys\nCMD = [sys.executable, '-m', 'helpers.sub']\n")
+    (pkg / "sub" / "__main__.py").write_text("from . import c\n")
+    (pkg / "sub" / "c.py").write_text("")
+    (pkg / "unused.py").write_text("")
+    (pkg / "plotting.py").write_text("")
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    for stem, cells in {"00_one": ["from helpers import start"],
+                        "01_two": ["x = 1", "%%px\nfrom helpers.plotting import draw"],
+                        "02_three": ["from helpers import start"]}.items():
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+        nbformat.write(nb, notebooks / f"{stem}.ipynb")
+    imports, users = module_map(tmp_path)
+    assert imports == {"00_one": ["helpers.a"], "01_two": ["helpers.plotting"],
+                       "02_three": ["helpers.a"]}
+    assert users == {"helpers.a": ["00_one", "02_three"], "helpers.plotting": ["01_two"],
+                     "helpers.sub.b": ["00_one", "02_three"],
+                     "helpers.sub.__main__": ["00_one", "02_three"],
+                     "helpers.sub.c": ["00_one", "02_three"], "helpers.unused": []}
+    table = map_markdown(tmp_path)
+    assert "| `00_one` | `a` |" in table and "| `sub.c` | 00, 02 |" in table
+    assert "| `unused` | none: ? |" in table
+    doc = f"# x\n{MAP_BEGIN}\nold table\n{MAP_END}\nafter\n"
+    assert with_map(doc, table) == f"# x\n{MAP_BEGIN}\n{table}\n{MAP_END}\nafter\n"
+
+
+@pytest.mark.parametrize("stems, shown", [
+    (["00_a", "01_b", "02_c", "05_d", "06_e", "09_f"], "00–02, 05, 06, 09"),
+    ([f"{i:02d}_x" for i in range(20)], "00–19"),
+])
+def test_notebook_numbers_are_shown_as_ranges(stems, shown):
+    assert dependencies._numbers(stems) == shown
+
+
+def test_no_helpers_module_is_over_400_lines():
+    sizes = {str(path.relative_to(REPO)): len(path.read_text().splitlines())
+             for path in (REPO / "helpers").rglob("*.py")}
+    assert sizes, "no helpers modules found"
+    over = {path: n for path, n in sizes.items() if n > MAX_LINES}
+    assert not over, f"over {MAX_LINES} lines (split where a reader would): {over}"
+
+
+def test_runtime_imports_nothing_else_from_helpers():
+    """The rule of helpers/runtime/: what its processes load is the runtime, not the lesson."""
+    leaks = []
+    for path in sorted((REPO / "helpers" / "runtime").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            leaks += [f"{path.relative_to(REPO)}:{node.lineno} imports {name}" for name in names
+                      if name.startswith("helpers") and name != "helpers.runtime"
+                      and not name.startswith("helpers.runtime.")]
+    assert not leaks, leaks
+
+
+def test_no_helpers_docstring_lists_the_notebooks_that_use_it():
+    """The generated map replaces such lists, which drift."""
+    listed = [f"{path.relative_to(REPO)}: {line.strip()}"
+              for path in sorted((REPO / "helpers").rglob("*.py"))
+              for line in (ast.get_docstring(ast.parse(path.read_text())) or "").splitlines()
+              if re.search(r"\b[Uu]sed by (every notebook|notebooks? \d)", line)]
+    assert not listed, listed
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(REPO)))
+def test_the_paths_the_docs_name_exist(doc):
+    named = set(_PATH.findall(doc.read_text()))
+    missing = sorted(p for p in named
+                     if not any(REPO.glob(p.rstrip("/"))) and not (REPO / p).exists())
+    assert not missing, f"{doc.name} names paths that do not exist: {missing}"
+
+
+def test_the_readme_points_to_every_page_of_docs():
+    readme = (REPO / "README.md").read_text()
+    pages = sorted(p.name for p in (REPO / "docs").glob("*.md"))
+    assert pages, "docs/ has no pages"
+    assert [p for p in pages if f"docs/{p}" not in readme] == []
+
+
+def test_every_name_helpers_exports_is_imported_by_a_notebook():
+    import helpers
+    from tools.lint import notebook_scripts
+
+    imported = set()
+    for notebook in dependencies.notebook_files():
+        kernel = notebook_scripts(notebook)[0]        # the kernel's cells, as one file
+        tree = ast.parse("\n".join(kernel.lines))
+        imported |= {alias.name for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module == "helpers"
+                     for alias in node.names}
+    assert set(helpers.__all__) == imported, (
+        f"exported, imported by no notebook: {sorted(set(helpers.__all__) - imported)}; "
+        f"imported, not exported: {sorted(imported - set(helpers.__all__))}")
