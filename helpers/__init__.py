@@ -12,9 +12,9 @@ _WHERE = {   # each of these is imported by a notebook (tests/tools/test_archite
     "ClusterConfigError": "helpers.runtime.config", "start_cluster": "helpers.runtime.cluster",
     "load_diagram": "helpers.figures.diagrams", "rank_table": "helpers.figures.display",
     "plot_barrier": "helpers.figures.display", "grade": "helpers.checks",
-    "Report": "helpers.checks", "report": "helpers.checks", "plot_record": "helpers.figures.plots",
-    "make_record": "helpers.records", "save_results": "helpers.records",
-    "save_run": "helpers.records",
+    "Report": "helpers.checks", "report": "helpers.collectives.model_check",
+    "plot_record": "helpers.figures.plots", "make_record": "helpers.records",
+    "save_results": "helpers.records", "save_run": "helpers.records",
 }
 __all__ = sorted(_WHERE)
 

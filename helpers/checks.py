@@ -4,9 +4,9 @@
     verdict.add(0, True, "tensor [64.0]")       # → "rank 0 ✓  tensor [64.0]"
     verdict                                    # a cell ends with it: the lines show
 
-`check(record)` is the verdict per rank against the NumPy model; `report(record)` shows
-it, one line per rank ("rank 0 ✓  tensor = [3.0]"); `grade(prediction, measured, what)`
-grades an exercise: the reader's prediction against what each rank measured.
+`grade(prediction, measured, what)` grades an exercise: the reader's prediction against
+what each rank measured. A collective record against the NumPy model (`check`, `report`):
+helpers.collectives.model_check.
 """
 from __future__ import annotations
 
@@ -16,13 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
-import numpy as np
-
 from helpers.formatting import one_line
 from helpers.records import record_values
-from helpers.collectives.registry import OUTPUT, ROOT
-from helpers.collectives.arrays import TOLERANCES, is_float, parse_record, record_value
-from helpers.collectives.models import UNSPECIFIED, expected_after
 
 MARKS = {True: "✓", False: "✗", None: "✎"}   # ✎: nothing to check yet (an empty exercise)
 
@@ -129,76 +124,6 @@ class Report:
         return f'<pre class="nccl-report" data-oks="{oks}">' + "".join(rows) + "</pre>"
 
 
-def _matches(expected: Any, actual: Any, dtype: str) -> bool:
-    if expected is UNSPECIFIED:
-        return True
-    if expected is None or actual is None:
-        return expected is None and actual is None
-    if not isinstance(expected, (list, np.ndarray)):  # split sizes: plain ints
-        return bool(expected == actual)
-    if isinstance(expected, list):
-        return (isinstance(actual, (list, tuple)) and len(actual) == len(expected)
-                and all(_matches(e, a, dtype) for e, a in zip(expected, actual)))
-    try:
-        actual = np.asarray(actual)
-        if actual.shape != expected.shape or actual.dtype == object:
-            return False
-        if not is_float(dtype):
-            return bool(np.array_equal(actual, expected))
-        rtol, atol = TOLERANCES[dtype]
-        return bool(np.allclose(actual.astype(np.float64), expected.astype(np.float64),
-                                rtol=rtol, atol=atol, equal_nan=True))
-    except (TypeError, ValueError):
-        return False
-
-
-def _afters(record: dict) -> list[dict]:
-    ranks = sorted(record["ranks"], key=lambda r: r.get("rank", 0))
-    return [r.get("after") or {} for r in ranks]
-
-
-def _per_arg(record: dict) -> tuple[list[dict], list[dict[str, bool]]]:
-    """The model's afters, and per rank: argument name -> does "after" match it."""
-    dtype, exps = parse_record(record)[2], expected_after(record)
-    return exps, [{n: _matches(e, after.get(n), dtype) for n, e in exp.items()}
-                  for exp, after in zip(exps, _afters(record))]
-
-
-def check(record: dict) -> list[bool]:
-    """Per rank: True when every argument's "after" matches the model."""
-    return [all(oks.values()) for oks in _per_arg(record)[1]]
-
-
-def report(record: dict) -> Report:
-    """One ✓/✗ line per rank (its output, and any argument that is off); verdicts = check()."""
-    collective, _, dtype, params, _ = parse_record(record)
-    exps, oks = _per_arg(record)
-    verdicts = Report()
-    for r, (exp, after, ok) in enumerate(zip(exps, _afters(record), oks)):
-        parts = []
-        for name, e in exp.items():
-            if name != OUTPUT[collective] and ok[name]:
-                continue
-            try:
-                shown = one_line(record_value(name, after.get(name), dtype))
-            except (TypeError, ValueError):
-                shown = one_line(after.get(name))
-            if e is UNSPECIFIED:
-                key = ROOT[collective]
-                shown += f" (not defined by {collective}: only {key} {params[key]} is)"
-            elif not ok[name]:
-                shown += f" (model: {one_line(e)})"
-            elif collective == "send_recv" and r in (params.get("src"), params.get("dst")):
-                shown += (f" (src: sent to rank {params['dst']}, unchanged)" if r == params["src"]
-                          else f" (dst: received from rank {params['src']})")
-            elif e is None:
-                shown += (" (not part of this send/recv)" if collective == "send_recv"
-                          else " (not passed on this rank)")
-            parts.append(f"{name} = {shown}")
-        verdicts.add(r, all(ok.values()), "  ".join(parts))
-    return verdicts
-
-
 # --------------------------------------------------------------------------- exercises
 
 def same(predicted: Any, measured: Any, rel_tol: float = 1e-3) -> bool:
@@ -282,9 +207,10 @@ def grade(prediction: Sequence[Any] | Mapping[Any, Any] | None,
     """
     undefined = set(undefined)
     if _is_record(measured):
-        undefined |= {r for r, exp in enumerate(expected_after(measured))
-                      if exp.get(what) is UNSPECIFIED}
-        measured = [after.get(what) for after in _afters(measured)]
+        # a local import: only a record needs the NumPy models (model_check imports Report)
+        from helpers.collectives.model_check import measured_of
+        measured, unspecified = measured_of(measured, what)
+        undefined |= unspecified
     keyed = isinstance(measured, Mapping)
     measured = measured if keyed else list(measured)
     verdicts = Report(f"Your prediction of {what}, against what "

@@ -84,13 +84,8 @@ def stop_session_warm_clusters() -> str:
     return done.stdout + done.stderr
 
 
-# Whole files about start-up, lifecycle, leftovers, isolation, the warm start itself, MPI
-# or timeouts: every test in them is `cold` (a single test elsewhere: @pytest.mark.cold).
-COLD_FILES = {"test_cluster.py", "test_jupyterlab.py", "test_launchers.py",
-              "test_leftovers.py", "test_mpi_notebook.py", "test_notebook_debugging.py",
-              "test_private_sockets.py", "test_sharing.py", "test_startup.py", "test_warm.py"}
-
-
+# Files about start-up, lifecycle, leftovers, isolation, the warm start itself, MPI or
+# timeouts say `pytestmark = pytest.mark.cold` (a single test: @pytest.mark.cold).
 # Notebook 13 times out and kills ranks on purpose: wherever it runs (e.g. its student
 # copy), it starts cold.
 COLD_NOTEBOOKS = ("13_debugging",)
@@ -98,7 +93,7 @@ COLD_NOTEBOOKS = ("13_debugging",)
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in COLD_FILES or any(nb in item.name for nb in COLD_NOTEBOOKS):
+        if any(nb in item.name for nb in COLD_NOTEBOOKS):
             item.add_marker(pytest.mark.cold)
 
 

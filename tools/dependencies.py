@@ -1,10 +1,11 @@
 """What one notebook's page really depends on, for `make html`'s incremental build.
 
 - the notebook itself;
-- the helpers modules it imports, in the notebook or in a `%%px` cell, followed
-  transitively through helpers/ (imports anywhere in a module, relative ones, and the
-  `python -m helpers....` commands a module starts); `from helpers import name` counts
-  the module the lazy registry (helpers/__init__.py) takes `name` from;
+- the helpers modules it imports, in the notebook, in a `%%px` cell or in a case it hands
+  to run_disposable (the notebook's Python as tools.lint reads it), followed transitively
+  through helpers/ (imports anywhere in a module, relative ones, and the modules a command
+  list starts, [..., "-m", "helpers.x"], a package's __main__ with it); `from helpers
+  import name` counts the module the lazy registry (helpers/__init__.py) takes `name` from;
 - the images it shows: images/<collective>.png of each `load_diagram("...")` (every image when the name is not a literal), and images a
   markdown cell links;
 - how it is run and rendered (tools/execute.py, tools/templates/) and the settings
@@ -19,18 +20,18 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import nbformat
 
 from helpers.collectives.registry import ALIASES
 from helpers.paths import REPO_ROOT
+from tools.lint import notebook_scripts
 
 _DIAGRAM_CALL = re.compile(r"\bload_diagram\(\s*([^)\s,]*)")
 _IMAGE_LINK = re.compile(r"images/([\w.-]+\.png)")
 _MODULE_NAME = re.compile(r"\bhelpers(?:\.\w+)+")
-# A module a helper starts as a process: [sys.executable, "-m", "helpers.x"] or "-m helpers.x".
-_RUN_MODULE = re.compile(r"""-m["']?,?\s*["']?(helpers(?:\.\w+)+)""")
 
 
 def _module_file(name: str, root: Path) -> Path | None:
@@ -42,28 +43,31 @@ def _module_file(name: str, root: Path) -> Path | None:
     return None
 
 
-def _lazy_names(root: Path) -> dict[str, str]:
-    """The registry of helpers/__init__.py: public name → module."""
-    tree = ast.parse((root / "helpers" / "__init__.py").read_text())
-    for node in ast.walk(tree):
+# Parsed once per text (lru_cache): a module many notebooks use, or helpers/__init__.py, is
+# walked once per process, and a file edited since is parsed again.
+@lru_cache(maxsize=None)
+def _registry(text: str) -> dict[str, str]:
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "_WHERE" for t in node.targets):
             return ast.literal_eval(node.value)
     return {}
 
 
-def _python_of(cell_source: str) -> str:
-    """A code cell as Python: a %%px cell's body, other magics and shell lines dropped."""
-    lines = cell_source.splitlines()
-    if lines and lines[0].startswith("%%"):
-        lines = lines[1:] if lines[0].startswith("%%px") else []
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines)
+def _lazy_names(root: Path) -> dict[str, str]:
+    """The registry of helpers/__init__.py: public name → module."""
+    return _registry((root / "helpers" / "__init__.py").read_text())
 
 
-def _imported(tree: ast.AST, package: str, lazy: dict[str, str]) -> set[str]:
-    """Module names (helpers...) that a parsed file or cell imports."""
-    found = set()
-    for node in ast.walk(tree):
+@lru_cache(maxsize=None)
+def _references(text: str, package: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(the module names, helpers..., that Python `text` of `package` imports or starts,
+    the names it imports `from helpers`, which the registry maps to modules).
+
+    A started module is a command list [..., "-m", "helpers.x", ...]: helpers.x and, when
+    it is a package, the helpers.x.__main__ that `-m` runs."""
+    found, from_helpers = set(), set()
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -72,33 +76,41 @@ def _imported(tree: ast.AST, package: str, lazy: dict[str, str]) -> set[str]:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 module = ".".join(parts + ([module] if module else []))
             found.add(module)
-            for alias in node.names:
-                found.add(f"{module}.{alias.name}")         # a submodule, when it is one
-                if module == "helpers" and alias.name in lazy:
-                    found.add(lazy[alias.name])
-    return {name for name in found if name == "helpers" or name.startswith("helpers.")}
-
-
-def _started(tree: ast.AST) -> set[str]:
-    """The helpers modules a command list in the code starts: [..., "-m", "helpers.x", ...]."""
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.List):
+            found |= {f"{module}.{alias.name}" for alias in node.names}  # a submodule, if one
+            if module == "helpers":
+                from_helpers |= {alias.name for alias in node.names}
+        elif isinstance(node, (ast.List, ast.Tuple)):
             words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
-            found |= {module for flag, module in zip(words, words[1:]) if flag == "-m"
-                      and isinstance(module, str) and module.startswith("helpers.")}
-    return found
+            started = {module for flag, module in zip(words, words[1:])
+                       if flag == "-m" and isinstance(module, str)}
+            found |= started | {f"{module}.__main__" for module in started}
+    return (frozenset(name for name in found if name == "helpers" or name.startswith("helpers.")),
+            frozenset(from_helpers))
+
+
+def _imported(text: str, package: str, lazy: dict[str, str]) -> set[str]:
+    """Module names (helpers...) that Python `text` of `package` imports or starts, a name
+    of `from helpers import name` counted as the module the registry takes it from too."""
+    modules, from_helpers = _references(text, package)
+    return set(modules) | {lazy[name] for name in from_helpers if name in lazy}
+
+
+@lru_cache(maxsize=None)
+def _scripts(notebook: Path, content: bytes) -> tuple[str, ...]:
+    """The notebook's three namespaces as Python (tools.lint: the kernel's cells, the %%px
+    cells, the disposable cases); `content` keys the cache, so an edited notebook is read again."""
+    return tuple("\n".join(script.lines) for script in notebook_scripts(notebook, provided=False))
 
 
 def _cell_imports(notebook: Path, lazy: dict[str, str]) -> set[str]:
-    """Module names (helpers...) the notebook's own code cells import, %%px cells included."""
+    """Module names (helpers...) the notebook's code imports: the kernel's cells, the %%px
+    cells and the cases it hands to run_disposable."""
     found: set[str] = set()
-    for cell in nbformat.read(notebook, as_version=4).cells:
-        if cell.cell_type == "code":
-            try:
-                found |= _imported(ast.parse(_python_of(cell.source)), "", lazy)
-            except SyntaxError:          # a cell that is not Python: its words, at least
-                found |= set(_MODULE_NAME.findall(cell.source))
+    for text in _scripts(notebook, notebook.read_bytes()):
+        try:
+            found |= _imported(text, "", lazy)
+        except SyntaxError:          # a namespace that is not Python: its words, at least
+            found |= set(_MODULE_NAME.findall(text))
     return found
 
 
@@ -118,21 +130,22 @@ def _closure(names: set[str], root: Path, lazy: dict[str, str],
         if not follow:
             continue
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        text = path.read_text()
-        tree = ast.parse(text)
-        todo |= _imported(tree, package, lazy) | set(_RUN_MODULE.findall(text))
-        todo |= {f"{module}.__main__" for module in _started(tree)}  # -m a.package
+        todo |= _imported(path.read_text(), package, lazy)
         parent = name.rpartition(".")[0]
         if parent:
             todo.add(parent)                                 # a package's __init__ runs too
     return seen
 
 
+def _used(cells: set[str], root: Path, lazy: dict[str, str]) -> list[Path]:
+    """The files of the modules `cells` (a notebook's imports) run, helpers/__init__.py too."""
+    return sorted(set(_closure({"helpers"} | cells, root, lazy).values()))
+
+
 def helper_files(notebook: Path, root: Path = REPO_ROOT) -> list[Path]:
     """The helpers modules the notebook uses, transitively (helpers/__init__.py included)."""
     lazy = _lazy_names(root)
-    found = _closure({"helpers"} | _cell_imports(notebook, lazy), root, lazy)
-    return sorted(set(found.values()))
+    return _used(_cell_imports(notebook, lazy), root, lazy)
 
 
 def image_files(notebook: Path, root: Path = REPO_ROOT) -> list[Path]:
@@ -190,21 +203,28 @@ def notebook_files(root: Path = REPO_ROOT) -> list[Path]:
     return sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
+def _direct(cells: set[str], root: Path, lazy: dict[str, str]) -> list[str]:
+    found = _closure(cells, root, lazy, follow=False)
+    return sorted(name for name, path in found.items() if path.name != "__init__.py")
+
+
 def direct_modules(notebook: Path, root: Path = REPO_ROOT) -> list[str]:
     """The helpers modules the notebook's cells import, a name of `from helpers import ...`
     counted as the module it comes from; packages' __init__ files left out."""
     lazy = _lazy_names(root)
-    found = _closure(_cell_imports(notebook, lazy), root, lazy, follow=False)
-    return sorted(name for name, path in found.items() if path.name != "__init__.py")
+    return _direct(_cell_imports(notebook, lazy), root, lazy)
 
 
 def module_map(root: Path = REPO_ROOT) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """(notebook stem → the modules its cells import,
         helpers module → the notebook stems that run it, directly or through other modules)."""
-    imports = {nb.stem: direct_modules(nb, root) for nb in notebook_files(root)}
+    lazy = _lazy_names(root)
+    imports: dict[str, list[str]] = {}
     users: dict[str, list[str]] = {name: [] for name in helpers_modules(root)}
     for nb in notebook_files(root):
-        for path in helper_files(nb, root):
+        cells = _cell_imports(nb, lazy)                        # the notebook read once
+        imports[nb.stem] = _direct(cells, root, lazy)
+        for path in _used(cells, root, lazy):
             if path.name != "__init__.py":
                 users.setdefault(module_name(path, root), []).append(nb.stem)
     return imports, users

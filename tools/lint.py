@@ -25,7 +25,9 @@ import nbformat
 from helpers.paths import REPO_ROOT
 
 FOLDERS = ("helpers", "tools", "benchmarks", "tests")
-RULES = "F"          # pyflakes: unused imports and names, undefined names, redefinitions
+# ruff's settings (the rules: pyflakes), for the code and for the notebooks' scripts, which
+# are linted in a temporary folder that no pyproject.toml of the project covers.
+CONFIG = REPO_ROOT / "pyproject.toml"
 
 
 def engine_names(root: Path = REPO_ROOT) -> list[str]:
@@ -104,11 +106,14 @@ def _without_magics(lines: list[str]) -> str:
     return "\n".join(plain(line) for line in lines)
 
 
-def notebook_scripts(path: Path, root: Path = REPO_ROOT) -> tuple[Script, Script, Script]:
-    """The kernel's cells, the engines' (%%px) cells and the disposable cases of a notebook."""
+def notebook_scripts(path: Path, root: Path = REPO_ROOT, *,
+                     provided: bool = True) -> tuple[Script, Script, Script]:
+    """The kernel's cells, the engines' (%%px) cells and the disposable cases of a notebook.
+    provided=False: the cells' code alone, without the first lines that define the names
+    the kernel, the engines (read from root's helpers/runtime/engine.py) and a disposable
+    rank provide (tools.dependencies reads the imports so)."""
     kernel, engines = Script(f"{path.stem}.kernel", [], []), Script(f"{path.stem}.engines", [], [])
-    disposable = Script(f"{path.stem}.cases", ["torch = dist = ...  # a disposable rank's"],
-                        [None])
+    disposable = Script(f"{path.stem}.cases", [], [])
     pushed: set[str] = set()
     cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
     cases = set().union(*(_cases(_without_magics(c.source.splitlines())) for c in cells))
@@ -124,18 +129,21 @@ def notebook_scripts(path: Path, root: Path = REPO_ROOT) -> tuple[Script, Script
             kernel.add(cell.get("id", "?"), source)
             if own:
                 disposable.add(cell.get("id", "?"), own)
-    kernel.lines[:0] = ["display = ...  # an IPython kernel's own"]
-    kernel.origin[:0] = [None]
-    prelude = [f"{name} = ...  # provided by the engine" for name in
-               sorted(set(engine_names(root)) | pushed)]
-    engines.lines[:0] = prelude
-    engines.origin[:0] = [None] * len(prelude)
+    if not provided:
+        return kernel, engines, disposable
+    engine = [f"{name} = ...  # provided by the engine" for name in
+              sorted(set(engine_names(root)) | pushed)]
+    for script, prelude in ((kernel, ["display = ...  # an IPython kernel's own"]),
+                            (engines, engine),
+                            (disposable, ["torch = dist = ...  # a disposable rank's"])):
+        script.lines[:0] = prelude
+        script.origin[:0] = [None] * len(prelude)
     return kernel, engines, disposable
 
 
 def _ruff(paths: list[str], cwd: Path) -> list[dict]:
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--select",
-                             RULES, "--output-format", "json", *paths],
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--config",
+                             str(CONFIG), "--output-format", "json", *paths],
                             cwd=cwd, capture_output=True, text=True)
     if result.returncode not in (0, 1):
         raise RuntimeError(f"ruff failed: {result.stderr.strip()}")

@@ -233,7 +233,7 @@ CHECKLIST: tuple[NcclClaim, ...] = (
               "docs, `nvidia-smi nvlink -gt d` (NVLink data counters)", 1,
               check_bytes_not_on_sockets),
     NcclClaim("more-ranks-than-gpus", "README", "NCCL with more ranks than GPUs is refused, "
-              "naming both numbers", "helpers/config.py (this series)", 0,
+              "naming both numbers", "helpers/runtime/config.py (this series)", 0,
               check_more_ranks_than_gpus),
     NcclClaim("reduce-non-dst-untouched", "04", "after reduce, NCCL leaves non-dst buffers as "
               "they were", "NCCL docs, ncclReduce (recvbuff only used on root)", 2,

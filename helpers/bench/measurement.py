@@ -30,8 +30,8 @@ import torch.distributed as dist
 
 from helpers.bench import nccl_tests as bandwidth
 from helpers.bench.nccl_tests import DTYPE_SIZES
-from helpers.collectives.registry import (BENCHMARKED, REDUCING, ROOT, call_keywords, check_benchmarked,
-                                 tensor_arguments)
+from helpers.collectives.registry import (BENCHMARKED, REDUCING, ROOT, call_keywords,
+                                          check_benchmarked, tensor_arguments)
 
 OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
        "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}

@@ -17,8 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from helpers.collectives.registry import (positive_int, bus_factor,
-                                 check_benchmarked)
+from helpers.collectives.registry import positive_int, bus_factor, check_benchmarked
 
 # Collectives whose S is n pieces of one rank's count; each piece is trimmed to a
 # multiple of ALIGN_BYTES, as nccl-tests (2.13.12 and later) trims it.

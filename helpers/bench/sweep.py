@@ -1,4 +1,5 @@
-"""Drive a bandwidth sweep from the notebook: one `apply` of helpers.bench.measurement.measure per point.
+"""Drive a bandwidth sweep from the notebook: one `apply` of
+helpers.bench.measurement.measure per point.
 
     per_rank = run_sweep(cluster, BENCHMARKED, sweep_sizes(8, 4 * MiB), iters=5, warmup=2)
     rows = rank0_rows(per_rank)          # the table/plot rows

@@ -1,4 +1,4 @@
-"""NumPy models of the torch.distributed collectives, and the per-rank ✓/✗ check.
+"""NumPy models of the torch.distributed collectives.
 
 A *record* (made by the notebooks, saved as JSON) holds what every rank passed
 to one collective before the call and what it held after it::
@@ -14,9 +14,10 @@ pair: params {"src": s, "dst": d}; rank s's "tensor" is what it sent, rank d's
 its recv buffer, and every other rank's "tensor" is null.
 
 ``expected_after`` computes, from the "before" states alone, what every rank
-must hold afterwards (helpers.checks compares that with "after"; helpers.collectives.examples
-gives readable inputs and the model's answer as plain lists; helpers.collectives.arrays turns
-record values into NumPy arrays and reduces them as torch does).
+must hold afterwards (helpers.collectives.model_check compares that with "after";
+helpers.collectives.examples gives readable inputs and the model's answer as plain lists;
+helpers.collectives.arrays turns record values into NumPy arrays and reduces them as torch
+does).
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from helpers import checks
-from helpers.collectives import models
+from helpers.collectives import model_check, models
 from helpers.figures import plots
 from helpers.formatting import one_line
 from helpers.checks import Report
@@ -60,7 +59,7 @@ def report_pairs(records: Sequence[dict], swapped: Sequence[Mapping] = ()) -> Re
     verdicts = Report()
     for record in records:
         src, dst = record["params"]["src"], record["params"]["dst"]
-        ok = all(checks.check(record))
+        ok = all(model_check.check(record))
         by_rank = {r["rank"]: r for r in record["ranks"]}
         got = by_rank[dst]["after"]["tensor"]
         line = f"rank {dst} received {one_line(got)}"

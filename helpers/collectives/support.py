@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from helpers.collectives import registry
 from helpers import checks
+from helpers.collectives import model_check
 from helpers.collectives.registry import REDUCING, ROOT, send_recv_ranks
 from helpers.figures.display import RankTable
 from helpers.records import record_from_states, record_values, save_results
@@ -56,7 +57,7 @@ def case_params(collective: str, op: str | None) -> dict:
 def verify(record: Mapping[str, Any]) -> tuple[str, str | None]:
     """("ok" | "wrong" | "unchecked", a note) for an accepted call, against helpers.collectives.models."""
     try:
-        oks = checks.check(dict(record))
+        oks = model_check.check(dict(record))
     except ValueError as err:
         return "unchecked", f"the model has no answer: {first_line(str(err))}"
     bad = [r for r, ok in enumerate(oks) if not ok]
@@ -118,7 +119,7 @@ def op_table(records: list[dict], refused: dict[str, str]) -> RankTable:
     dtypes: list[str] = []
     for record in records:
         op, dtype = record["params"]["op"], record["dtype"]
-        ok = all(checks.check(record))
+        ok = all(model_check.check(record))
         result = record["ranks"][0]["after"]
         shown = result.get("tensor", result.get("output"))
         verdict = checks.mark(ok) + ("" if ok else " (model disagrees)")
@@ -239,6 +240,14 @@ def find_record(records: Iterable[Mapping[str, Any]], collective: str, dtype: st
     return None
 
 
-def accepted(survey: Mapping[str, Any], cases: Iterable[Sequence[Any]] | None) -> dict:
-    """{(collective, dtype[, op]): did this run accept it?} for the exercise's `grade`."""
-    return {tuple(case): is_accepted(lookup(survey, *case)) for case in cases or ()}
+def accepted(survey: Mapping[str, Any], cases: Any) -> dict:
+    """{(collective, dtype[, op]): did this run accept it?} for the exercise's `grade`,
+    for each case this run probed. A prediction not filled in yet (None, `...`) asks for
+    nothing; a case that was not probed is left out (grade says "no such name")."""
+    found = {}
+    for case in cases if isinstance(cases, Mapping) else ():
+        try:
+            found[tuple(case)] = is_accepted(lookup(survey, *case))
+        except (KeyError, TypeError):
+            continue
+    return found

@@ -1,5 +1,5 @@
-"""Every picture the collective notebooks draw: per-rank plots and panels, the scheme
-drawings (images/), the upstream diagrams, tables, and the step-through animations.
+"""The pictures the series shares: per-rank plots and panels, the scheme drawings
+(images/), the upstream diagrams, tables, and the step-through animations.
 
 An animation is drawn from what a run recorded, not from theory: frame 0 is the recorded
 `before`, the last frame the recorded `after`. `show_animation(anim)` (animation.py) embeds

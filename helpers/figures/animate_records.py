@@ -15,7 +15,7 @@ from helpers.collectives.arrays import parse_record
 from helpers.collectives.registry import REDUCING, root_of
 from helpers.formatting import format_value
 from helpers.figures.panels import (UNDEFINED_EDGE, UNDEFINED_FACE, ValueColors, call_signature,
-                            flatten, text_color_for, undefined_after)
+                                    flatten, text_color_for, undefined_after)
 
 MAX_CELLS = 48            # elements per argument and rank the animation can draw legibly
 TRAVEL_FRAMES = 4         # frames while the pieces are in flight

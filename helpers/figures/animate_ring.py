@@ -21,19 +21,19 @@ BAND_PITCH = 1.6
 IN_FLIGHT_UP_TO = 4   # ranks: beyond, one frame per step only (the page stays light)
 
 
-def _states(trace: RingTrace, measured: Any) -> tuple[list, str]:
-    """The steps to show and a note for the title: every step, or (an unfinished
-    exercise) those whose states were kept."""
+def _states(trace: RingTrace, measured: Any) -> tuple[np.ndarray, list, str]:
+    """The states shown (measured, else the model's), the steps to show and a note for
+    the title: every step, or (an unfinished exercise) those whose states were kept."""
     expected = trace.tensors()
     shown = expected if measured is None else np.asarray(measured, dtype=np.float64)
     steps = trace.steps
     partial = shown.ndim == 3 and shown.shape[1:] == expected.shape[1:]
     if partial and 1 < len(shown) < len(steps):
-        return steps[:len(shown)], f" · only {len(shown)} of {len(steps)} states kept"
+        return shown, steps[:len(shown)], f" · only {len(shown)} of {len(steps)} states kept"
     if shown.shape != expected.shape:
         raise ValueError(f"the measured states have shape {shown.shape} (steps, ranks, "
                          f"elements), the ring needs {expected.shape}: every step kept?")
-    return steps, ""
+    return shown, steps, ""
 
 
 class _RingAnimation:
@@ -41,8 +41,7 @@ class _RingAnimation:
 
     def __init__(self, trace: RingTrace, measured: Any, dpi: int):
         self.trace, n = trace, trace.world_size
-        self.steps, self.missing = _states(trace, measured)
-        shown = trace.tensors() if measured is None else np.asarray(measured, dtype=np.float64)
+        shown, self.steps, self.missing = _states(trace, measured)
         chunks = shown.reshape(len(self.steps), n, n, -1)
         self.texts = [[[chunk_text(chunks[s, r, c]) for c in range(n)] for r in range(n)]
                       for s in range(len(self.steps))]
@@ -142,7 +141,8 @@ class _RingAnimation:
 
 def animate_ring(trace: RingTrace, measured: Any = None, dpi: int = 60) -> FuncAnimation:
     """Frames: start, then per step (in flight, after the step); `measured` is
-    (steps, rank, elements) as helpers.collectives.ring.gathered_states returns (default: the model).
+    (steps, rank, elements) as helpers.collectives.ring.gathered_states returns (default:
+    the model).
     Beyond IN_FLIGHT_UP_TO ranks a step is one frame, the state after it. Fewer states
     than the ring has (an unfinished exercise): those kept, and the title says so."""
     drawing = _RingAnimation(trace, measured, dpi)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from helpers.collectives.registry import (OUTPUT, ROLES, SPLIT_ARGS, root_of, send_recv_ranks,
-                                 split_sizes)
+                                          split_sizes)
 from helpers.figures.panels import flatten
 
 # The argument whose data moves (IO_ARGS' input side; the single forms' input).

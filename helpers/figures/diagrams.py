@@ -213,7 +213,8 @@ def diagram_markdown(diagram: Diagram) -> str:
         text = f"*Diagram: {credit} — [{up.filename}]({diagram.url}), {up.licence}.*"
     else:
         text = (f"*Our own drawing of `{canonical(diagram.collective)}`, computed from "
-                f"`helpers.collectives.models`. Upstream diagram: [{up.filename}]({diagram.url}) — {credit}.*")
+                f"`helpers.collectives.models`. Upstream diagram: "
+                f"[{up.filename}]({diagram.url}) — {credit}.*")
     if diagram.note:
         text += f"\n\n> {diagram.note}"
     return text

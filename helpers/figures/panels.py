@@ -12,10 +12,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import matplotlib
 import matplotlib.colors as mcolors
 
-from helpers.collectives.registry import ARGS, LIST_ARGS, ROOT, UNDEFINED_OFF_ROOT
+from helpers.collectives.registry import ARGS, LIST_ARGS, ROOT, SPLIT_ARGS, UNDEFINED_OFF_ROOT
 from helpers.formatting import format_value
 
-PLAIN_ARGS = {"output_split_sizes", "input_split_sizes"}   # ints, not tensors: plain text
 
 MAX_CELLS = 24            # longer rows show head … tail
 UNDEFINED_FACE = "#e4e4e4"
@@ -177,7 +176,7 @@ def build_panels(record: Mapping[str, Any]) -> list[Panel]:
                 continue
             b, a = before.get(arg), after.get(arg)
             undef = undefined_after(collective, rank, params, arg)
-            if arg in PLAIN_ARGS:
+            if arg in SPLIT_ARGS:                # ints, not tensors: plain text
                 panel.rows.append(ArgRow(arg, arg, Side([]), Side([]), True, (repr(b), repr(a))))
                 continue
             if arg in LIST_ARGS or arg.endswith("_list"):

@@ -23,8 +23,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from helpers.figures.panels import (MAX_CELLS, MUTED, ROOT_COLOR, ROOT_FACE, UNDEFINED_EDGE,
-                            UNDEFINED_FACE, ArgRow, Panel, Side, ValueColors, build_panels,
-                            call_signature, record_colors, text_color_for)
+                                    UNDEFINED_FACE, ArgRow, Panel, Side, ValueColors, build_panels,
+                                    call_signature, record_colors, text_color_for)
 
 
 def _clip(cells: list[str]) -> list[str]:
@@ -173,7 +173,8 @@ def plot_record(record: Mapping[str, Any], diagram: Any = None,
     """One panel per rank with its arguments before → after the call.
 
     `diagram` (PNG bytes, or a helpers.figures.diagrams.Diagram) is drawn in a left
-    column with `diagram_caption` (default: the Diagram's caption) under it.  Rank Axes carry gid "rank<r>", the diagram Axes gid "diagram".
+    column with `diagram_caption` (default: the Diagram's caption) under it. Rank Axes carry
+    gid "rank<r>", the diagram Axes gid "diagram".
     """
     import matplotlib.pyplot as plt
 
@@ -267,19 +268,3 @@ def plot_record(record: Mapping[str, Any], diagram: Any = None,
         top += h * unit + 0.3
     plt.close(fig)
     return fig
-
-
-def plot_states(collective: str, befores: Sequence[Mapping[str, Any]],
-                afters: Sequence[Mapping[str, Any]], params: Mapping[str, Any] | None = None,
-                *, backend: str = "model", devices: Sequence[str] | None = None,
-                dtype: str | None = "float32", diagram: bytes | None = None,
-                diagram_caption: str | None = None, title: str | None = None) -> Figure:
-    """Same figure from per-rank state dicts (e.g. helpers.collectives.models example_befores
-    and model_after); sentinel after-values are drawn as undefined."""
-    if len(befores) != len(afters):
-        raise ValueError(f"{len(befores)} before-states but {len(afters)} after-states")
-    ranks = [{"rank": r, "device": devices[r] if devices else "",
-              "before": dict(b), "after": dict(a)} for r, (b, a) in enumerate(zip(befores, afters))]
-    record = {"collective": collective, "backend": backend, "world_size": len(ranks),
-              "dtype": dtype, "params": dict(params or {}), "ranks": ranks}
-    return plot_record(record, diagram, diagram_caption, title=title)

@@ -25,8 +25,8 @@ from helpers.runtime.diagnose import show_with_diagnosis
 from helpers.runtime.group import START_TIMEOUT_S, RankInfo, join_process_group
 from helpers.runtime.progress import COLD_STAGES, WARM_STAGES, StartProgress, timings_line
 from helpers.runtime.transfer import decode
-from helpers.runtime.starting import (activate, new_ipp_cluster, owned_and_private,
-                                      quiet, shell, start_processes, start_reaper)
+from helpers.runtime.starting import (activate, new_ipp_cluster, owned_and_private, quiet, shell,
+                                      start_processes, start_reaper)
 from helpers.runtime.processes import (cluster_processes, end_orphans, end_processes,
                                        forget_cluster_files)
 

@@ -83,6 +83,8 @@ def main() -> None:
     import helpers.runtime.engine  # noqa: F401  (imported for its cost: forks share it)
 
     fork_engines(n_engines - 1)
+    # ipyparallel's engine app reads its connection from this variable
+    # (ipp_compat: forking-engine-start)
     os.environ["IPP_CONNECTION_INFO"] = read_connection_file(connection_file)
     engine_main()
 

@@ -44,15 +44,12 @@ def encode(value: Any) -> Any:
 
 
 def _decode_leaf(value: Any) -> Any:
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    numpy = sys.modules.get("numpy")
+    numpy = sys.modules.get("numpy")      # a tensor arrives as encode made it: a CPU copy
     if numpy is not None and isinstance(value, numpy.ndarray):
         return value if value.flags.writeable else value.copy()
     return value
 
 
 def decode(value: Any) -> Any:
-    """In the notebook: what `encode` sent, with tensors on the CPU and arrays writable."""
+    """In the notebook: what `encode` sent (its tensors are CPU copies), arrays writable."""
     return walk(value, _decode_leaf)

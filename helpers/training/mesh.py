@@ -59,16 +59,6 @@ def hierarchical_reference(inputs: Sequence[Sequence[float]], shape: tuple[int, 
     return out
 
 
-def phase_bytes(size_bytes: int, shape: tuple[int, int]) -> dict[str, float]:
-    """Bytes one rank sends in each phase in the ring model, and the flat all_reduce's."""
-    rows, cols = shape
-    n = rows * cols
-    return {"reduce_scatter in rows": (cols - 1) / cols * size_bytes,
-            "all_reduce across rows": 2 * (rows - 1) / rows * size_bytes / cols,
-            "all_gather in rows": (cols - 1) / cols * size_bytes,
-            "flat all_reduce": 2 * (n - 1) / n * size_bytes}
-
-
 def row_crossings(sockets: Sequence[Mapping[str, int]], shape: tuple[int, int]
                   ) -> dict[str, Any]:
     """Every rank's `wire.sockets` of one phase → where each rank's bytes went.

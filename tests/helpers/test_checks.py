@@ -2,13 +2,9 @@
 grade (an exercise's prediction against what each rank measured)."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import torch
 
-from conftest import REPO
 from helpers.checks import Report, grade, mark
 
 
@@ -132,14 +128,6 @@ def test_grade_named_values():
     extra = grade(dict(measured, size=1), measured, "row")
     assert extra == [True, True, True, False] and "not measured" in str(extra)
     assert grade([960, 60, 0.75], measured, "row") == [False]
-
-
-def test_the_module_does_not_hide_the_report_checker():
-    code = ("import helpers.checks\nfrom helpers import report\n"
-            "assert callable(report) and report.__module__ == 'helpers.checks', report")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
 
 
 def test_the_verdicts_read_back_from_the_html_a_notebook_shows():

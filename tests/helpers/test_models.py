@@ -17,7 +17,8 @@ import pytest
 
 from helpers.collectives import registry
 from helpers import checks
-from helpers.checks import check
+from helpers.collectives import model_check
+from helpers.collectives.model_check import check
 from helpers.collectives.examples import example_befores, model_after
 from helpers.collectives.arrays import reduce_arrays
 from helpers.collectives.models import UNSPECIFIED, expected_after
@@ -25,7 +26,7 @@ from helpers.collectives.registry import COLLECTIVES, REDUCE_OPS
 from notebook_runner import printed
 
 
-report = printed(checks.report)
+report = printed(model_check.report)
 
 
 FLOAT_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG")

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import pytest
 
 from helpers import checks
-from helpers.checks import check
+from helpers.collectives.model_check import check
 from helpers.collectives import p2p
 from notebook_runner import printed
 

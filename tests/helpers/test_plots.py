@@ -176,10 +176,19 @@ def test_undefined_buffer_is_hatched_but_shows_its_value():
     assert "42.5" in texts(axes[2])
 
 
-def test_plot_states_with_model_sentinels():
+def _plot_model(collective, befores, afters, params):
+    """plot_record of a record holding the model's states (its sentinels included)."""
+    ranks = [{"rank": r, "device": "", "before": dict(b), "after": dict(a)}
+             for r, (b, a) in enumerate(zip(befores, afters))]
+    return plots.plot_record({"collective": collective, "backend": "model",
+                              "world_size": len(ranks), "dtype": "float32",
+                              "params": dict(params), "ranks": ranks})
+
+
+def test_model_sentinels_are_drawn_undefined():
     befores = examples.example_befores("reduce", 3, {"dst": 0, "op": "SUM"})
     afters = examples.model_after("reduce", befores, {"dst": 0, "op": "SUM"})
-    fig = plots.plot_states("reduce", befores, afters, {"dst": 0, "op": "SUM"})
+    fig = _plot_model("reduce", befores, afters, {"dst": 0, "op": "SUM"})
     axes = rank_axes(fig)
     assert len(axes) == 3
     assert "undefined" in texts(axes[2]) and "33" in texts(axes[0])
@@ -222,7 +231,7 @@ def test_split_sizes_are_plain_text():
     params = {"input_split_sizes": [1, 2, 1, 2]}
     befores = examples.example_befores("all_to_all_single", 4, params)
     afters = examples.model_after("all_to_all_single", befores, params)
-    axes = rank_axes(plots.plot_states("all_to_all_single", befores, afters, params))
+    axes = rank_axes(_plot_model("all_to_all_single", befores, afters, params))
     assert "[1, 2, 1, 2]" in texts(axes[0])
     assert not cell_colors(axes[0], "[1, 2, 1, 2]")
 

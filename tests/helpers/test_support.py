@@ -13,7 +13,8 @@ matplotlib.use("Agg")
 import pytest
 
 from helpers.collectives import registry
-from helpers.checks import check, grade
+from helpers.checks import grade
+from helpers.collectives.model_check import check
 from helpers.collectives import examples, support, support_tables
 
 
@@ -203,8 +204,9 @@ def test_lookup_summary_and_prediction(capsys):
     shown = graded(wrong)
     assert shown == [False, False] and str(shown).count("✗ ") == 2
     assert str(shown).splitlines()[-1] == "0 of 2 right."
-    with pytest.raises(KeyError, match="was not probed"):
-        support.accepted(found, {("gather", "float32"): True})
+    unprobed = {("gather", "float32"): True}       # left out: graded ✗, "no such name"
+    assert support.accepted(found, unprobed) == {}
+    assert graded(unprobed) == [False] and "no such name" in str(graded(unprobed))
 
 
 def test_save_survey_writes_next_to_the_records(tmp_path, monkeypatch):
@@ -213,3 +215,21 @@ def test_save_survey_writes_next_to_the_records(tmp_path, monkeypatch):
     path = support.save_survey("12_backend_support", found)
     assert path.name == "12_backend_support.survey.json"
     assert json.loads(path.read_text())["cases"][0]["status"] == "ok"
+
+
+def test_the_exercise_asks_for_a_prediction_and_names_unprobed_cases():
+    from helpers.checks import grade
+
+    survey = {"reducing": ["all_reduce"], "cases": [
+        {"collective": "all_reduce", "dtype": "int8", "op": "SUM", "status": "ok"},
+        {"collective": "broadcast", "dtype": "bool", "op": None, "status": "refused"}]}
+    for blank in (None, ...):
+        assert support.accepted(survey, blank) == {}
+        assert grade(blank, support.accepted(survey, blank), "cases").oks == []
+    prediction = {("all_reduce", "int8", "SUM"): True, ("broadcast", "bool"): False,
+                  ("all_reduce", "int8"): True, ("gather", "float64"): True}
+    assert support.accepted(survey, prediction) == {("all_reduce", "int8", "SUM"): True,
+                                                    ("broadcast", "bool"): False}
+    graded = grade(prediction, support.accepted(survey, prediction), "cases")
+    assert graded.oks == [True, True, False, False]
+    assert "no such name" in str(graded)

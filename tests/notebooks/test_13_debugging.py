@@ -18,6 +18,8 @@ from conftest import NOTEBOOKS
 from notebook_runner import execute, output_text
 from reports import shown_reports
 
+pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
+
 N_RANKS = 3
 TIMEOUT_S = 5
 BOUND_S = TIMEOUT_S + 20  # the collective timeout, plus slack for a loaded 2-core machine

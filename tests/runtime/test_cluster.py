@@ -15,6 +15,8 @@ from helpers.runtime.cluster import start_cluster
 from helpers.runtime.config import ClusterConfigError, resolve_config, visible_gpu_count
 from helpers.runtime.processes import cluster_processes
 
+pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
+
 
 def ipp_processes() -> list[psutil.Process]:
     """Every ipyparallel process started under this test run's IPYTHONDIR."""

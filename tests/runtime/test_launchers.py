@@ -21,6 +21,8 @@ from helpers.runtime.launchers import (
     resolve_launcher,
 )
 
+pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
+
 RANK_VARIABLES = [
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE",
     "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS",

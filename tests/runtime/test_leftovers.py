@@ -27,6 +27,8 @@ from helpers.runtime.processes import cluster_processes, end_orphans, running
 from helpers.runtime.starting import owned_and_private
 from helpers.runtime.warm import security_dir
 
+pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
+
 GONE_WITHIN_S = 30.0
 START_CELL = """
 import json, os

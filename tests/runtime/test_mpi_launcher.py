@@ -15,6 +15,8 @@ import pytest
 from conftest import NOTEBOOKS
 from notebook_runner import assert_records_match_model, execute, notebook_text
 
+pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
+
 MPI_MISSING = shutil.which("mpiexec") is None or importlib.util.find_spec("mpi4py") is None
 # CI sets TUTORIAL_REQUIRE_MPI=1: there a missing MPI is a failure, not a skip.
 needs_mpi = pytest.mark.skipif(

@@ -20,6 +20,8 @@ from helpers.runtime import engine, unix_sockets
 from helpers.runtime.cluster import start_cluster
 from helpers.runtime.processes import cluster_processes
 
+pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
+
 N_RANKS = 4
 
 

@@ -28,6 +28,8 @@ from helpers.runtime.processes import cluster_processes
 from reports import assert_all_pass, exercise
 from notebook_runner import assert_records_match_model, notebook_text
 
+pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
+
 CHILD_TIMEOUT_S = 240.0
 NOTEBOOK_TIMEOUT_S = 1200.0   # four notebooks at once on 2 busy cores
 LOOPBACK = ("127.0.0.1", "::1")

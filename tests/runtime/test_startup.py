@@ -19,6 +19,8 @@ from helpers.runtime.processes import cluster_processes
 from helpers.runtime.progress import COLD_STAGES, WARM_STAGES, StartProgress
 from test_leftovers import describe, kernel
 
+pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
+
 PROGRESS_MARKER = "engines registered"
 
 

@@ -1,10 +1,7 @@
 """helpers.runtime.transfer: the one data format between the engines and the notebook,
-through ipyparallel's own serialisation (what `cluster.pull` sends); and the runtime
-layer's rule that it imports nothing from the rest of helpers."""
+through ipyparallel's own serialisation (what `cluster.pull` sends). (The runtime layer's
+rule that it imports nothing from the rest of helpers: tests/tools/test_architecture.py.)"""
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +9,6 @@ import torch
 from ipyparallel.serialize import deserialize_object, serialize_object
 
 from helpers.runtime.transfer import decode, encode
-
-RUNTIME = Path(__file__).resolve().parents[2] / "helpers" / "runtime"
 
 
 def _over_the_wire(value):
@@ -71,35 +66,3 @@ def test_numpy_arrays_arrive_as_writable_arrays():
         assert isinstance(array, np.ndarray) and array.dtype == original.dtype
         assert np.array_equal(array, original) and array.flags.writeable
     got["big"][0] = -1.0                      # decode copied the read-only message view
-
-
-def _imported_modules(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), str(path))
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level:   # relative to helpers.runtime
-            package = ["helpers", "runtime"][:3 - node.level]
-            modules = [node.module] if node.module else [alias.name for alias in node.names]
-            found += [".".join(package + [module]) for module in modules]
-        elif isinstance(node, ast.ImportFrom):
-            found.append(node.module)
-    return found
-
-
-def test_the_runtime_imports_nothing_from_the_rest_of_helpers():
-    files = sorted(RUNTIME.glob("*.py"))
-    assert len(files) > 10
-    outside = {f"{path.name}: {module}" for path in files for module in _imported_modules(path)
-               if (module == "helpers" or module.startswith("helpers."))
-               and not (module == "helpers.runtime" or module.startswith("helpers.runtime."))}
-    assert not outside, sorted(outside)
-
-
-def test_the_import_check_sees_an_import_from_outside(tmp_path):
-    leaking = tmp_path / "leak.py"
-    leaking.write_text("import os\nfrom helpers.records import save_results\n"
-                       "def f():\n    import helpers.paths\n    from .. import checks\n")
-    assert _imported_modules(leaking) == ["os", "helpers.records", "helpers.paths",
-                                          "helpers.checks"]

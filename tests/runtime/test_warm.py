@@ -18,6 +18,8 @@ from child import child_starter, wait_until
 from helpers.runtime.processes import cluster_processes, running
 from helpers.runtime.warm import security_dir, stop_warm_clusters, warm_cluster_id
 
+pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
+
 CHILD_TIMEOUT_S = 240.0   # one cluster start on a busy 2-core machine, with room to spare
 
 PRELUDE = """

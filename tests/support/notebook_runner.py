@@ -40,7 +40,7 @@ def png_count(nb) -> int:
 
 def assert_records_match_model(records: list[dict], n_ranks: int) -> None:
     """Every record: gloo, this world size, ranks in order, and what the model says."""
-    from helpers.checks import check
+    from helpers.collectives.model_check import check
 
     assert records, "no record saved"
     for record in records:

@@ -49,7 +49,7 @@ KERNEL_IDLE_MS = 180_000
 RUN_ALL_S = 420             # the whole notebook, 4 engines, on a busy 2-core machine
 ENGINES_GONE_S = 15
 
-pytestmark = pytest.mark.notebook
+pytestmark = [pytest.mark.notebook, pytest.mark.cold]   # kernels of its own: never the warm engines
 
 OUTPUTS_JS = """() => {
   const texts = sel => [...document.querySelectorAll(sel)].map(el => el.textContent);
