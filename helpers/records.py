@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from helpers.collectives.registry import op_name
-from helpers.paths import results_dir
+from helpers.paths import REPO_ROOT, build_dir, results_dir
 from helpers.runtime.files import atomic_write
 from helpers.runtime.transfer import walk
 
@@ -134,7 +134,7 @@ def run_record(kind: str, cluster: Any, pulled: Sequence[Sequence[Mapping[str, A
 
 
 def save_run(stem: str, cluster: Any, pulled: Sequence[Sequence[Mapping[str, Any]]],
-             **metadata: Any) -> Path:
+             **metadata: Any) -> SavedPath:
     """Save what a training notebook measured as build/results/<stem>.json: one
     `run_record` of kind `stem` (what every `cluster.pull` brought back, per rank, and
     `metadata`: the run's settings and what the notebook computed from the pulls)."""
@@ -148,8 +148,26 @@ def _strict(value: Any) -> Any:
                 else v)
 
 
-def save_results(stem: str, records: dict | list[dict]) -> Path:
+class SavedPath(type(Path())):  # type: ignore[misc]  # PosixPath (or WindowsPath)
+    """The path of a saved file, shown relative to the repository (or the build folder):
+    a notebook's last expression shows `build/results/05_all_reduce.json`, not where the
+    machine keeps it. It is a Path: `str()` and opening it use the absolute path."""
+
+    def __repr__(self) -> str:
+        for base in (REPO_ROOT, build_dir().absolute()):
+            try:
+                return self.absolute().relative_to(base).as_posix()
+            except ValueError:
+                continue
+        return f"{self.parent.name}/{self.name}"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+def save_results(stem: str, records: dict | list[dict]) -> SavedPath:
     """Write build/results/<stem>.json atomically (never a half-written file), as strict
-    JSON (infinities and NaN as strings)."""
+    JSON (infinities and NaN as strings). Returns its absolute path, shown relative."""
     text = json.dumps(_strict(records), indent=1, allow_nan=False)
-    return atomic_write(results_dir() / f"{stem}.json", text + "\n")
+    path = atomic_write(results_dir() / f"{stem}.json", text + "\n")
+    return SavedPath(path)

@@ -1,11 +1,14 @@
-"""`python -m tools.build`: execute every notebook and write build/html.
+"""`python -m tools.build`: execute every notebook, then render the book into build/html.
 
-- one progress line per notebook (name, elapsed, ok / FAILED / up to date);
-- a failed notebook: exit 1, naming the notebook and the cell; the pages already
-  in build/html stay as they were (every page is written to a temporary file,
-  then moved into place);
-- incremental: a notebook whose source, helpers and settings did not change since
-  its last good page is not executed again;
+- one progress line per notebook (name, elapsed, ok / FAILED / up to date), one for the site;
+- executed copies go to build/executed (each written to a temporary file, then moved into
+  place); the site is rendered from them by Sphinx + MyST-NB (tools.site) into a temporary
+  folder that replaces build/html only when it is complete;
+- a failed notebook: exit 1, naming the notebook and the cell; its executed copy (and so
+  its page) stays as it was;
+- incremental: a notebook whose source, helpers and settings did not change since its last
+  good run is not executed again (tools.dependencies knows which helpers it imports, which a
+  content-hash cache of the notebook alone would not);
 - warm by default: one set of engines per world size serves the whole build
   (helpers/runtime/warm.py; each notebook gets a fresh process group and an empty
   namespace, its summary line says "engines reused", its progress line "engines reused"),
@@ -15,9 +18,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import html
 import os
-import re
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -27,7 +29,7 @@ import nbformat
 
 from helpers.paths import REPO_ROOT, build_dir, results_dir
 from helpers.runtime.files import atomic_write
-from tools import site_nav
+from tools import site
 from tools.dependencies import dependencies
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -35,6 +37,7 @@ BUILD_DIR = build_dir()
 HTML_DIR = BUILD_DIR / "html"
 EXECUTED_DIR = BUILD_DIR / "executed"
 STAMP_DIR = BUILD_DIR / ".stamps"
+THUMBS_DIR = BUILD_DIR / "thumbs"
 SETTINGS = ("TUTORIAL_RANKS", "TUTORIAL_BACKEND", "TUTORIAL_TIMEOUT", "TUTORIAL_OFFLINE",
             "TUTORIAL_DEBUG", "TUTORIAL_LAUNCHER", "TUTORIAL_WARM_START")
 REUSED = "warm start: engines reused"    # what a start cell's summary says on warm engines
@@ -60,31 +63,6 @@ def execute(notebook: Path, timeout_s: int) -> nbformat.NotebookNode:
     return run_notebook(notebook, cell_timeout_s=timeout_s)
 
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
-
-
-def to_html(nb: nbformat.NotebookNode) -> str:
-    """A self-contained page: images embedded, no script or style from a CDN."""
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(template_name="selfcontained",
-                            extra_template_basedirs=[str(TEMPLATES)])
-    body, _ = exporter.from_notebook_node(nb)
-    return body
-
-
-def notebook_summary(notebook: Path) -> tuple[str, str]:
-    """(title, one-line summary): the '# ' heading and the first 'What you will learn' item."""
-    nb = nbformat.read(notebook, as_version=4)
-    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    title = re.search(r"^# (.+)$", text, flags=re.M)
-    learn = re.search(r"What you will learn\**\s*\n- (.+?)(?:\n- |\n\n|$)", text, flags=re.S)
-    clean = lambda s: " ".join(s.replace("`", "").replace("*", "").split()).rstrip(";.")
-    summary = clean(learn.group(1)) if learn else ""
-    return (clean(title.group(1)) if title else notebook.stem,
-            summary[:1].upper() + summary[1:])
-
-
 def result_plot(nb: nbformat.NotebookNode) -> bytes | None:
     """The first plot of the notebook's results (a cell that calls plot_*), as PNG bytes."""
     import base64
@@ -97,22 +75,11 @@ def result_plot(nb: nbformat.NotebookNode) -> bytes | None:
     return None
 
 
-def write_thumbnail(png: bytes, path: Path, width_px: int = 480) -> None:
-    import io
+def write_thumbnail(png: bytes, path: Path) -> None:
+    """The page's plot as a card picture: letterboxed to the cards' one size, never stretched."""
+    from tools.thumbnails import letterbox
 
-    import matplotlib.image as mpimg
-    from matplotlib.figure import Figure
-
-    image = mpimg.imread(io.BytesIO(png), format="png")
-    height, width = image.shape[:2]
-    dpi = 100
-    fig = Figure(figsize=(width_px / dpi, width_px * height / width / dpi), dpi=dpi)
-    ax = fig.add_axes([0, 0, 1, 1])
-    ax.imshow(image, interpolation="antialiased")
-    ax.set_axis_off()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    atomic_write(path, buf.getvalue())
+    atomic_write(path, letterbox(png))
 
 
 def write_card_picture(stem: str, nb: nbformat.NotebookNode) -> str:
@@ -120,7 +87,7 @@ def write_card_picture(stem: str, nb: nbformat.NotebookNode) -> str:
     page's first result plot. Returns a note for the progress line ("" when all went well)."""
     from tools.thumbnails import thumbnail
 
-    target = HTML_DIR / "thumbs" / f"{stem}.png"
+    target = THUMBS_DIR / f"{stem}.png"
     note = ""
     try:
         picture = thumbnail(stem, results_dir())
@@ -153,56 +120,11 @@ def environment_stamp() -> str:
     return " · ".join(parts)
 
 
-INDEX_STYLE = """
-body{font-family:system-ui,sans-serif;max-width:70rem;margin:2rem auto;padding:0 1rem;
-     line-height:1.45;color:#1f2328}
-h1{margin-bottom:.2rem} .lead{color:#57606a;margin-top:0}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(20rem,1fr));gap:1rem}
-.card{border:1px solid #d0d7de;border-radius:8px;padding:.8rem;text-decoration:none;
-      color:inherit;display:flex;flex-direction:column;gap:.4rem}
-.card:hover{border-color:#c2410c;box-shadow:0 1px 6px rgba(0,0,0,.12)}
-.card h2{font-size:1.1rem;margin:0} .card p{margin:0;color:#57606a;font-size:.92rem}
-.card img{width:100%;border:1px solid #eee;border-radius:4px;background:#fff}
-.nothumb{height:6rem;display:flex;align-items:center;justify-content:center;color:#8c959f;
-         border:1px dashed #d0d7de;border-radius:4px}
-footer{margin-top:2rem;color:#57606a;font-size:.85rem}
-h2.group{font-size:1.25rem;margin:1.6rem 0 .6rem;border-bottom:1px solid #d0d7de}
-"""
-
-
-def series_entries(notebooks: list[Path]) -> list[site_nav.Entry]:
-    """The notebooks that have a page, in series order: what the navigation links."""
-    return [site_nav.Entry(nb.stem, notebook_summary(nb)[0]) for nb in sorted(notebooks)
-            if (HTML_DIR / f"{nb.stem}.html").exists()]
-
-
-def write_index(notebooks: list[Path]) -> None:
-    by_stem = {nb.stem: nb for nb in notebooks}
-    sections = []
-    for group, members in site_nav.grouped(series_entries(notebooks)):
-        cards = []
-        for entry in members:
-            title, summary = notebook_summary(by_stem[entry.stem])
-            thumb = HTML_DIR / "thumbs" / f"{entry.stem}.png"
-            picture = (f'<img src="thumbs/{entry.stem}.png" '
-                       f'alt="result plot of {html.escape(title)}">'
-                       if thumb.exists() else '<div class="nothumb">no plot</div>')
-            cards.append(f'<a class="card" href="{entry.stem}.html">{picture}'
-                         f"<h2>{html.escape(title)}</h2><p>{html.escape(summary)}</p></a>")
-        sections.append(f'<h2 class="group">{html.escape(group)}</h2>\n'
-                        f'<div class="cards">\n{chr(10).join(cards)}\n</div>')
-    page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>NCCL collectives, rank by rank</title><style>{INDEX_STYLE}</style></head>
-<body><h1>NCCL collectives, rank by rank</h1>
-<p class="lead">One notebook per collective: the upstream diagram beside what every rank
-really held, checked against a NumPy model.</p>
-{chr(10).join(sections)}
-<footer>Computed with {html.escape(environment_stamp())}</footer>
-</body></html>
-"""
-    atomic_write(HTML_DIR / "index.html", page)
+def site_pages(notebooks: list[Path]) -> list[Path]:
+    """The executed copies the site shows, in series order: of the notebooks built now and
+    of those in notebooks/ built before (a build of one notebook keeps the others' pages)."""
+    names = {nb.name for nb in notebooks} | {nb.name for nb in NOTEBOOK_DIR.glob("[0-9]*.ipynb")}
+    return [EXECUTED_DIR / name for name in sorted(names) if (EXECUTED_DIR / name).is_file()]
 
 
 def engines_note(nb: nbformat.NotebookNode) -> str:
@@ -219,9 +141,9 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> i
     failed = []
     for notebook in notebooks:
         stamp = STAMP_DIR / f"{notebook.stem}.sha256"
-        page = HTML_DIR / f"{notebook.stem}.html"
+        executed = EXECUTED_DIR / notebook.name
         key = fingerprint(notebook)
-        if not force and page.exists() and stamp.exists() and stamp.read_text() == key:
+        if not force and executed.exists() and stamp.exists() and stamp.read_text() == key:
             print(f"{notebook.name:<32} up to date", flush=True)
             continue
         t0 = time.monotonic()
@@ -236,14 +158,23 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> i
                   f"{summary}", flush=True)
             failed.append(notebook.name)
             continue
-        atomic_write(EXECUTED_DIR / notebook.name, nbformat.writes(nb))
-        atomic_write(page, to_html(nb))
-        note = write_card_picture(notebook.stem, nb)
+        atomic_write(executed, nbformat.writes(nb))
         atomic_write(stamp, key)
-        print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok{engines_note(nb)}{note}",
+        print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok{engines_note(nb)}",
               flush=True)
-    site_nav.renavigate(HTML_DIR, series_entries(notebooks))
-    write_index(notebooks)
+    t0 = time.monotonic()
+    pages = site_pages(notebooks)
+    for page in pages:      # every card, from the results as they are now (cheap)
+        note = write_card_picture(page.stem, nbformat.read(page, as_version=4))
+        if note:
+            print(f"{page.name:<32} {note.strip()}", flush=True)
+    try:
+        site.render(pages, HTML_DIR, THUMBS_DIR, environment_stamp())
+    except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+        print(f"the site was not rendered; build/html is as it was: {err}", file=sys.stderr)
+        return 1
+    print(f"{'site (cards, Sphinx)':<32} {time.monotonic() - t0:6.1f} s  {len(pages)} pages",
+          flush=True)
     if failed:
         print(f"{len(failed)} notebook(s) failed: {', '.join(failed)}; "
               "the pages they had before are unchanged", file=sys.stderr)

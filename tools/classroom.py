@@ -21,17 +21,16 @@ from pathlib import Path
 
 import nbformat
 
-from tools import site_nav
-from tools.build import EXECUTED_DIR, NOTEBOOK_DIR, TEMPLATES
+from tools import slide_nav
+from tools.build import EXECUTED_DIR, NOTEBOOK_DIR
+from tools.exercises import is_solution, student_stub
+from tools.site import Entry, notebook_summary
 from helpers.runtime.files import atomic_write
 from helpers.paths import build_dir
 
 STUDENT_NOTE = ("> **Student copy.** The answers of the exercises are removed: write yours "
                 "in the cells marked ✎, then run the check cell below each one.")
-PREDICTION_STUB = ("# ✎ Your prediction: one entry per rank, None where the result is not "
-                   "defined.\nprediction = None")
-CODE_STUB = "# ✎ Your code here (see the exercise above).\n"
-
+TEMPLATES = Path(__file__).resolve().parent / "templates"   # projector: the slides' look
 VENDOR = {  # npm package → (file inside the package, where the slides expect it)
     "reveal.js@4.0.2": [("package", "reveal.js")],
     "requirejs@2.3.6": [("package/require.js", "require.js")],
@@ -42,23 +41,12 @@ CDN = {"reveal_url_prefix": "https://unpkg.com/reveal.js@4.0.2",
        "jquery_url": "https://code.jquery.com/jquery-3.5.1.min.js"}
 
 
-def student_stub(solution: nbformat.NotebookNode) -> str:
-    """What replaces a solution: the cell's own `student` metadata, or a generic stub."""
-    own = solution.metadata.get("nccl_notebooks", {}).get("student")
-    if own:
-        return own
-    if solution.source.lstrip().startswith("prediction"):
-        return PREDICTION_STUB
-    return CODE_STUB
-
-
 def student_copy(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The notebook with solution cells replaced by exercise cells, outputs cleared."""
     nb = copy.deepcopy(nb)  # the master stays as it was
     cells = []
     for cell in nb.cells:
-        tags = cell.metadata.get("tags", [])
-        if "solution" in tags:
+        if is_solution(cell):
             stub = nbformat.v4.new_code_cell(student_stub(cell))
             stub.metadata["tags"] = ["exercise"]
             stub.metadata["slideshow"] = cell.metadata.get("slideshow", {"slide_type": "-"})
@@ -131,13 +119,11 @@ def make_slides(out_dir: Path) -> list[Path]:
                               reveal_theme="white", reveal_transition="none",
                               reveal_scroll=True, reveal_number="c/t",
                               reveal_width="1280", reveal_height="800", **urls)
-    from tools.build import notebook_summary
-
-    entries = [site_nav.Entry(path.stem, notebook_summary(path)[0]) for path in executed]
+    entries = [Entry(path.stem, notebook_summary(path)[0]) for path in executed]
     written = []
     for path in executed:
         body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
-        body = site_nav.with_slide_nav(body, entries, path.stem)
+        body = slide_nav.with_slide_nav(body, entries, path.stem)
         target = out_dir / f"{path.stem}.slides.html"
         atomic_write(target, body)
         written.append(target)

@@ -8,10 +8,12 @@
   import name` counts the module the lazy registry (helpers/__init__.py) takes `name` from;
 - the images it shows: images/<collective>.png of each `load_diagram("...")` (every image when the name is not a literal), and images a
   markdown cell links;
-- how it is run and rendered (tools/execute.py, tools/templates/) and the settings
-  (requirements.txt; the environment variables are hashed by tools.build).
+- how it is run (tools/execute.py) and the settings (requirements.txt; the environment
+  variables are hashed by tools.build).
 
-So editing tools/classroom.py, or a helper only another notebook uses, executes nothing.
+So editing the site (tools/site.py, tools/pages.py, book/: every build renders every page
+again from the executed copies), tools/classroom.py, or a helper only another notebook
+uses, executes nothing.
 
 The same walk writes the notebook → module map of docs/ARCHITECTURE.md
 (`python -m tools.dependencies --write-map`; tests/tools/test_architecture.py checks it).
@@ -167,8 +169,7 @@ def image_files(notebook: Path, root: Path = REPO_ROOT) -> list[Path]:
 
 def dependencies(notebook: Path, root: Path = REPO_ROOT) -> list[Path]:
     """Every file whose change must execute `notebook` again."""
-    running = [root / "tools" / "execute.py", *sorted((root / "tools" / "templates").rglob("*.*")),
-               root / "requirements.txt"]
+    running = [root / "tools" / "execute.py", root / "requirements.txt"]
     return [notebook, *helper_files(notebook, root), *image_files(notebook, root),
             *[p for p in running if p.is_file()]]
 

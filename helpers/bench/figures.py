@@ -16,6 +16,7 @@ from helpers.bench.nccl_tests import nccl_tests_table
 from helpers.collectives.registry import BENCHMARKED
 from helpers.checks import Report
 from helpers.bench.wire import agrees
+from helpers.runtime.folded import Folded, FoldedList
 
 Row = Mapping[str, Any]
 COLORS = dict(zip(BENCHMARKED, ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -59,6 +60,12 @@ def setup_axes(ax: Any, ylabel: str) -> None:
     ax.grid(True, which="minor", alpha=0.12)
 
 
+def legend_outside(ax: Any) -> None:
+    """The legend to the right of the axes, off the data (tight_layout makes room)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=9,
+              frameon=False)
+
+
 def _size_ticks(ax: Any, sizes: Sequence[int]) -> None:
     sizes = sorted(set(sizes))
     step = max(1, math.ceil(len(sizes) / 10))
@@ -100,7 +107,7 @@ def plot_busbw(rows: Sequence[Row], title: str | None = None) -> Figure:
     _size_ticks(ax, [r["bytes"] for r in shown])
     ax.set_ylim(top=best["busbw"] * 3)
     ax.set_title(title or _title(shown, "bus bandwidth (★: each collective's peak)"))
-    ax.legend(loc="upper left", ncol=2, fontsize=9, framealpha=0.9)
+    legend_outside(ax)
     fig.tight_layout()
     plt.close(fig)
     return fig
@@ -126,19 +133,27 @@ def plot_latency(rows: Sequence[Row], max_bytes: int = SMALL_BYTES,
     ax.yaxis.set_minor_formatter(NullFormatter())
     _size_ticks(ax, [r["bytes"] for r in small])
     ax.set_title(title or _title(small, f"latency, sizes up to {size_label(max_bytes)}"))
-    ax.legend(loc="upper left", ncol=4, fontsize=9, framealpha=0.9)
+    legend_outside(ax)
     fig.tight_layout()
     plt.close(fig)
     return fig
 
 
-def print_tables(rows: Sequence[Row]) -> None:
-    """One nccl-tests table per collective (out-of-place columns, as nccl-tests prints)."""
+def nccl_tests_tables(rows: Sequence[Row]) -> FoldedList:
+    """One nccl-tests table per collective (out-of-place columns, as nccl-tests prints
+    them), each folded under a one-line summary: what it measured and its average busbw."""
+    tables = FoldedList()
     for collective, group in by_collective(rows).items():
         first = group[0]
-        print(nccl_tests_table(group, title=f"{collective}: world size {first['world_size']}, "
-                                            f"backend {first['backend']}"))
-        print()
+        sizes = [r["bytes"] for r in group]
+        average = sum(r["busbw"] for r in group) / len(group)
+        summary = (f"{collective} · {first['world_size']} ranks · {first['backend']} · "
+                   f"{len(group)} sizes, {size_label(min(sizes))} to {size_label(max(sizes))}"
+                   f" · avg busbw {average:.3g} GB/s")
+        tables.append(Folded(summary, nccl_tests_table(
+            group, title=f"{collective}: world size {first['world_size']}, "
+                         f"backend {first['backend']}")))
+    return tables
 
 
 def check_factors(rows: Sequence[Row], factors: Mapping[str, float]) -> Report:
@@ -186,7 +201,7 @@ def plot_fit(rows: Sequence[Row], fits: Mapping[str, Any], title: str | None = N
     setup_axes(ax, "time per call (µs): points measured (hollow: left out), lines α-β fit")
     _size_ticks(ax, [r["bytes"] for r in shown])
     ax.set_title(title or _title(shown, "α-β fit (dotted: latency = bandwidth term)"))
-    ax.legend(loc="upper left", ncol=2, fontsize=9, framealpha=0.9)
+    legend_outside(ax)
     fig.tight_layout()
     plt.close(fig)
     return fig
@@ -215,7 +230,7 @@ def plot_ring_vs_tree(fit: Any, world_sizes: Sequence[int] = (8, 64, 512),
     _size_ticks(ax, [int(s) for s in grid])
     ax.set_title(f"PREDICTION, not measured: {fit.collective}, α = {fit.alpha_us:.3g} µs, "
                  f"β = {fit.beta_gbps:.3g} GB/s (dotted: ring becomes faster)")
-    ax.legend(loc="upper left", ncol=2, fontsize=9, framealpha=0.9)
+    legend_outside(ax)
     fig.tight_layout()
     plt.close(fig)
     return fig

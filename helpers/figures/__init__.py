@@ -3,6 +3,6 @@
 
 An animation is drawn from what a run recorded, not from theory: frame 0 is the recorded
 `before`, the last frame the recorded `after`. `show_animation(anim)` (animation.py) embeds
-it as PNG frames (matplotlib's `to_jshtml`: self-contained, no script from the network).
+it as PNG frames in a small player that opens on the last frame (self-contained, no network).
 A part's own plots live with it (helpers/bench/figures.py, helpers/training/).
 """

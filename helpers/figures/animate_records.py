@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from matplotlib.animation import FuncAnimation
 from matplotlib.patches import Rectangle
 
-from helpers.figures.animation import ease, step_animation
+from helpers.figures.animation import CONTENT_WIDTH_IN, ease, step_animation
 from helpers.figures.animate_routes import SENT, WRITTEN, pieces, routes
 from helpers.collectives.arrays import parse_record
 from helpers.collectives.registry import REDUCING, root_of
@@ -22,6 +22,9 @@ TRAVEL_FRAMES = 4         # frames while the pieces are in flight
 INFIX = {"SUM": "+", "PRODUCT": "×", "BAND": "&", "BOR": "|", "BXOR": "^"}
 BAND_PITCH, GAP = 1.5, 3.0    # rows of ranks; room between the two columns for the flight
 CHAR = 0.22                   # a character's width, in cells, at the cells' font size
+SMALL = 0.9                   # notes and reductions' contributions, relative to the cells' font
+SMALL_CHAR = 0.26             # a character's width, in cells, at the SMALL size (digits, +)
+MAX_UNIT = 0.5                # inches per cell at most: fonts of 13 pt
 COMBINE_FACE = "#fff3c4"
 
 
@@ -39,7 +42,7 @@ def _combined(texts: list[str], op: str) -> str:
 class _RecordAnimation:
     """The texts of one record, the figure's cells and tokens, and how each frame looks."""
 
-    def __init__(self, record: Mapping[str, Any], travel_frames: int, dpi: int):
+    def __init__(self, record: Mapping[str, Any], travel_frames: int):
         collective, n, _, params, ranks = parse_record(dict(record))
         if travel_frames < 1:
             raise ValueError(f"travel_frames must be at least 1, got {travel_frames}")
@@ -77,42 +80,53 @@ class _RecordAnimation:
         self.undefined = [undefined_after(collective, r, params, written_arg) for r in range(n)]
         self.combine_frame = 1 + travel_frames if collective in REDUCING else None
         self.frame_count = 2 + travel_frames + (1 if collective in REDUCING else 0)
-        self._figure(dpi)
+        # a reduction's written cells are wide enough for "11+21+31" at the SMALL size
+        longest = max([len(self._contributions(path, k)) for path in self.paths
+                       for k in range(path.dst.stop - path.dst.start)]
+                      if self.combine_frame else [0])
+        self.cell_w = max(1.0, SMALL_CHAR * longest + 0.35)
+        self._figure()
         self._rank_rows()
         self._tokens()
 
-    def _figure(self, dpi: int) -> None:
+    def _figure(self) -> None:
         import matplotlib.pyplot as plt
 
         n = self.n
-        longest_title = (f"{self.signature} · world size {n} · frame 10/10: "
-                         "after the call, as recorded")
+        # the title's two lines: the call, then the frame and its phase
+        longest_title = max(len(f"{self.signature} · world size {n}"),
+                            len("frame 10/10: after the call, as recorded"))
         n_left = max([len(t) for t in self.sent if t] + [1])
         n_right = max([len(t) for t in self.written_before + self.written_after if t] + [1])
         self.right_x = max(n_left + GAP, CHAR * len(self.headers[0]) + 0.6)
         left_margin = CHAR * max(map(len, self.names)) + 0.5
         note = 2.6 if any(self.undefined) else 0.0       # room for "undefined" after the cells
-        right_end = self.right_x + max(n_right + note, CHAR * len(self.headers[1])) + 0.3
-        width_units = max(left_margin + right_end, 1.25 * CHAR * len(longest_title))
+        right_end = self.right_x + max(n_right * self.cell_w + note,
+                                       CHAR * len(self.headers[1])) + 0.3
+        width_units = max(left_margin + right_end, 1.25 * CHAR * longest_title)
+        unit = min(MAX_UNIT, CONTENT_WIDTH_IN / width_units)
+        # the reading column's width; a narrower drawing keeps its left edge, air on the right
+        width_units = CONTENT_WIDTH_IN / unit
         right_end = width_units - left_margin
         height_units = n * BAND_PITCH + 1.2
-        unit = min(0.42, 9.5 / width_units)
-        self.fig = plt.figure(figsize=(width_units * unit, height_units * unit + 0.5), dpi=dpi)
-        self.ax = self.fig.add_axes([0, 0, 1, (height_units * unit) /
-                                     (height_units * unit + 0.5)])
+        title_in = 0.75
+        height_in = height_units * unit + title_in
+        self.fig = plt.figure(figsize=(CONTENT_WIDTH_IN, height_in))
+        self.ax = self.fig.add_axes([0, 0, 1, height_units * unit / height_in])
         self.ax.set_xlim(-left_margin, right_end)
         self.ax.set_ylim(n * BAND_PITCH, -1.2)
         self.ax.set_axis_off()
         self.font = 26 * unit
         for x, header in zip((0, self.right_x), self.headers):
             self.ax.text(x, -0.6, header, ha="left", fontsize=self.font, family="monospace")
-        self.title = self.fig.text(0.01, 0.97, "", fontsize=self.font * 1.15,
-                                   fontweight="bold", va="top")
+        self.title = self.fig.text(0.1 / CONTENT_WIDTH_IN, 1 - 0.1 / height_in, "",
+                                   fontsize=self.font * 1.15, fontweight="bold", va="top",
+                                   linespacing=1.4)
 
-    def _cell(self, x: float, y: float, gid: str) -> tuple[Rectangle, Any]:
-        box = self.ax.add_patch(Rectangle((x + 0.04, y), 0.92, 1.0, facecolor="white",
+    def _cell(self, x: float, y: float, gid: str, w: float = 1.0) -> tuple[Rectangle, Any]:
+        box = self.ax.add_patch(Rectangle((x + 0.04, y), w - 0.08, 1.0, facecolor="white",
                                           edgecolor="#3a3a3a", linewidth=0.8, gid=gid))
-        return box, self.ax.text(x + 0.5, y + 0.5, "", ha="center", va="center",
+        return box, self.ax.text(x + w / 2, y + 0.5, "", ha="center", va="center",
                                  fontsize=self.font, gid=gid)
 
     def _paint(self, box: Rectangle, label: Any, text: str, face: str | None = None,
@@ -135,16 +149,18 @@ class _RecordAnimation:
             self.left_cells.append([self._cell(k, y, f"sent:rank{r}:{k}")
                                     for k in range(len(self.sent[r] or []))])
             written = self.written_after[r] or self.written_before[r]
-            self.right_cells.append([self._cell(right_x + k, y, f"written:rank{r}:{k}")
+            self.right_cells.append([self._cell(right_x + k * self.cell_w, y,
+                                                f"written:rank{r}:{k}", self.cell_w)
                                      for k in range(len(written or []))])
             if self.undefined[r] and self.right_cells[r]:
-                self.notes.append(ax.text(right_x + len(self.right_cells[r]) + 0.2, y + 0.5,
-                                          "undefined", va="center", fontsize=font * 0.9,
+                end = right_x + len(self.right_cells[r]) * self.cell_w
+                self.notes.append(ax.text(end + 0.2, y + 0.5, "undefined", va="center",
+                                          fontsize=font * SMALL,
                                           color="#6b6b6b", fontstyle="italic", visible=False))
             for x, texts in ((0, self.sent[r]), (right_x, written)):
                 if texts is None:
                     ax.text(x + 0.1, y + 0.5, "None (not passed)", va="center",
-                            fontsize=font * 0.9, color="#999999", fontstyle="italic")
+                            fontsize=font * SMALL, color="#999999", fontstyle="italic")
             for (box, label), text in zip(self.left_cells[r], self.sent[r] or []):
                 self._paint(box, label, text)
 
@@ -162,7 +178,7 @@ class _RecordAnimation:
                                          bbox=dict(boxstyle="round,pad=0.25", fc=face,
                                                    ec="#222222", lw=0.8))
                     start = (src.start + offset + 0.5, q * BAND_PITCH + 0.5)
-                    end = (self.right_x + path.dst.start + offset + 0.5,
+                    end = (self.right_x + (path.dst.start + offset + 0.5) * self.cell_w,
                            path.dst_rank * BAND_PITCH + 0.5)
                     self.flights.append((token, start, end))
 
@@ -191,17 +207,19 @@ class _RecordAnimation:
         phase = ("before the call" if i == 0 else "after the call, as recorded" if last
                  else f"combining with {self.op}" if i == self.combine_frame
                  else f"in flight, {i}/{travel}")
-        self.title.set_text(f"{self.signature} · world size {self.n} · "
+        self.title.set_text(f"{self.signature} · world size {self.n}\n"
                             f"frame {i + 1}/{self.frame_count}: {phase}")
+
+    def _contributions(self, path, offset: int) -> str:
+        return _combined([self.sent[q][s.start + offset] for q, s in path.sources], self.op)
 
     def _combine(self) -> None:
         """The reduction's frame: each written cell shows how its contributions combine."""
         for path in self.paths:
             for offset in range(path.dst.stop - path.dst.start):
-                parts = [self.sent[q][s.start + offset] for q, s in path.sources]
                 box, label = self.right_cells[path.dst_rank][path.dst.start + offset]
-                self._paint(box, label, _combined(parts, self.op), COMBINE_FACE)
-                label.set_fontsize(self.font * (0.75 if len(parts) > 2 else 0.9))
+                self._paint(box, label, self._contributions(path, offset), COMBINE_FACE)
+                label.set_fontsize(self.font * SMALL)
 
     def read_drawn(self) -> dict:
         return {"title": self.title.get_text(),
@@ -212,11 +230,11 @@ class _RecordAnimation:
                             t.get_text()] for t, _, _ in self.flights if t.get_visible()]}
 
 
-def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES,
-                   dpi: int = 60) -> FuncAnimation:
+def animate_record(record: Mapping[str, Any], travel_frames: int = TRAVEL_FRAMES
+                   ) -> FuncAnimation:
     """Frames: the recorded `before`; the pieces in flight; (reductions) the contributions
     combined; the recorded `after`. Values shown come from the record only."""
-    drawing = _RecordAnimation(record, travel_frames, dpi)
+    drawing = _RecordAnimation(record, travel_frames)
     drawing.draw_frame(0)
     return step_animation(drawing.fig, drawing.frame_count, drawing.draw_frame,
                           drawing.read_drawn)

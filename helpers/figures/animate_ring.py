@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 from matplotlib.animation import FuncAnimation
-from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
-from helpers.figures.animation import step_animation
+from helpers.figures.animation import CONTENT_WIDTH_IN, MIN_FONT_PT, step_animation
 from helpers.figures.panels import text_color_for
 from helpers.collectives.ring import RingTrace, chunk_text, chunk_face
 
@@ -39,7 +39,7 @@ def _states(trace: RingTrace, measured: Any) -> tuple[np.ndarray, list, str]:
 class _RingAnimation:
     """The grid of chunks (rank × chunk), the tokens in flight, and each frame."""
 
-    def __init__(self, trace: RingTrace, measured: Any, dpi: int):
+    def __init__(self, trace: RingTrace, measured: Any):
         self.trace, n = trace, trace.world_size
         shown, self.steps, self.missing = _states(trace, measured)
         chunks = shown.reshape(len(self.steps), n, n, -1)
@@ -47,26 +47,30 @@ class _RingAnimation:
                       for s in range(len(self.steps))]
         self.per_step = 2 if n <= IN_FLIGHT_UP_TO else 1
         self.frame_count = 1 + self.per_step * (len(self.steps) - 1)
-        self._figure(dpi)
+        self._figure()
 
-    def _figure(self, dpi: int) -> None:
+    def _figure(self) -> None:
+        """The grid on the left, the colours' key on the right: the reading column's width."""
         import matplotlib.pyplot as plt
 
         n = self.trace.world_size
         width_units, height_units = n + 3.2, n * BAND_PITCH + 1.0
-        unit = min(0.55, 7.0 / width_units, 6.0 / height_units)
-        self.fig = plt.figure(figsize=(max(width_units * unit, 6.5),
-                                       height_units * unit + 0.45), dpi=dpi)
-        top = height_units * unit / (height_units * unit + 0.45)
-        ax = self.fig.add_axes([0, 0, 1, top])
+        unit = min(0.55, 5.0 / width_units, 6.0 / height_units)
+        grid_in, height_in = width_units * unit, height_units * unit + 0.45
+        self.fig = plt.figure(figsize=(CONTENT_WIDTH_IN, height_in))
+        ax = self.fig.add_axes([0, 0, grid_in / CONTENT_WIDTH_IN, height_units * unit / height_in])
         ax.set_xlim(-2.2, n + 1.0)
         ax.set_ylim(n * BAND_PITCH, -1.0)
         ax.set_axis_off()
-        font = max(6.5, 22 * unit)
-        self.title = self.fig.text(0.01, 0.97, "", fontsize=font, fontweight="bold", va="top")
+        font = max(MIN_FONT_PT / 0.8, 22 * unit)
+        self.title = self.fig.text(0.1 / CONTENT_WIDTH_IN, 1 - 0.1 / height_in, "",
+                                   fontsize=font, fontweight="bold", va="top")
+        ax.text(-0.3, -0.3, "chunk", ha="right", va="center", fontsize=font * 0.8,
+                color="#555555")
         for c in range(n):
-            ax.text(c + 0.5, -0.45, f"chunk {c}", ha="center", fontsize=font * 0.8,
+            ax.text(c + 0.5, -0.3, str(c), ha="center", va="center", fontsize=font * 0.8,
                     color="#555555")
+        self._key(grid_in, font)
         self.cells = []
         for r in range(n):
             y = r * BAND_PITCH
@@ -86,6 +90,24 @@ class _RingAnimation:
                                                     mutation_scale=10, color="#555555",
                                                     lw=1.0, visible=False, zorder=4))
                        for _ in range(n)]
+
+    def _key(self, grid_in: float, font: float) -> None:
+        """What the colours and outlines mean (helpers.collectives.ring.plot_ring's key)."""
+        n = self.trace.world_size
+        entries = [(chunk_face(1, n), "#8a8a8a", 0.7, "one rank's data")]
+        if n > 2:
+            entries.append((chunk_face(2, n), "#8a8a8a", 0.7,
+                            "partial sums (darker: more ranks)"))
+        entries += [(chunk_face(n, n), "#8a8a8a", 0.7, f"summed over all {n} ranks"),
+                    ("white", "#111111", 2.4, "received at this step")]
+        if self.per_step == 2:
+            entries.append(("white", "#222222", 0.8, "a chunk in flight to the next rank"))
+        self.fig.legend(handles=[Patch(facecolor=f, edgecolor=e, linewidth=w, label=text)
+                                 for f, e, w, text in entries],
+                        loc="center left", bbox_to_anchor=((grid_in + 0.2) / CONTENT_WIDTH_IN,
+                                                           0.5),
+                        fontsize=max(MIN_FONT_PT, font * 0.85), frameon=False,
+                        handlelength=1.6, handleheight=1.2, labelspacing=0.9)
 
     def _show_state(self, s: int, received: tuple[int, ...] = ()) -> None:
         n = self.trace.world_size
@@ -139,13 +161,13 @@ class _RingAnimation:
                             t.get_text()] for t in self.tokens if t.get_visible()]}
 
 
-def animate_ring(trace: RingTrace, measured: Any = None, dpi: int = 60) -> FuncAnimation:
+def animate_ring(trace: RingTrace, measured: Any = None) -> FuncAnimation:
     """Frames: start, then per step (in flight, after the step); `measured` is
     (steps, rank, elements) as helpers.collectives.ring.gathered_states returns (default:
     the model).
     Beyond IN_FLIGHT_UP_TO ranks a step is one frame, the state after it. Fewer states
     than the ring has (an unfinished exercise): those kept, and the title says so."""
-    drawing = _RingAnimation(trace, measured, dpi)
+    drawing = _RingAnimation(trace, measured)
     drawing.draw_frame(0)
     return step_animation(drawing.fig, drawing.frame_count, drawing.draw_frame,
                           drawing.read_drawn)

@@ -12,9 +12,11 @@ from typing import Any, Mapping, Sequence
 from matplotlib.animation import FuncAnimation
 from matplotlib.patches import Patch, Rectangle
 
-from helpers.figures.animation import step_animation
+from helpers.figures.animation import CONTENT_WIDTH_IN, step_animation
 
-FRAMES = 10            # a 4-stage pipeline page: ~255 KB at 10 frames, ~300 KB at 12
+FRAMES = 10            # a 4-stage pipeline's two panels: ~240 KB at 10 frames
+LABEL_PT, LEGEND_PT, TITLE_PT = 8.5, 9.5, 11     # ≥ MIN_FONT_PT: ≥ 10 px in the column
+HEADER_IN = 0.6        # the heading's line and the legend's, above the panels
 # The colours of helpers.figures.display.plot_barrier, so the two barrier figures read alike.
 BARRIER_COLOURS = {"working": "#9ecae1", "waiting in dist.barrier()": "#fdd0a2"}
 FALLBACK = ("#4c8bf5", "#2e9e5b", "#f0a030", "#d9534f", "#9b59b6", "#8c564b")
@@ -22,7 +24,7 @@ FALLBACK = ("#4c8bf5", "#2e9e5b", "#f0a030", "#d9534f", "#9b59b6", "#8c564b")
 
 def animate_timeline(timelines: Mapping[str, Sequence[Sequence]],
                      colours: Mapping[str, str] | None = None, title: str = "",
-                     frames: int = FRAMES, dpi: int = 60,
+                     frames: int = FRAMES,
                      labelled: Sequence[str] | None = None) -> FuncAnimation:
     """One panel per schedule, one row per rank; frame k draws what happened before
     k/(frames − 1) of the longest step: frame 0 nothing, the last frame every span.
@@ -51,8 +53,9 @@ def animate_timeline(timelines: Mapping[str, Sequence[Sequence]],
     import matplotlib.pyplot as plt
 
     n_rows = sum(len(by_rank) for by_rank in events.values())
-    fig, axes = plt.subplots(len(events), 1, squeeze=False, sharex=True, dpi=dpi,
-                             figsize=(9, 1.3 + 0.42 * n_rows + 0.5 * len(events)))
+    height = HEADER_IN + 0.6 + 0.36 * n_rows + 0.45 * len(events)
+    fig, axes = plt.subplots(len(events), 1, squeeze=False, sharex=True,
+                             figsize=(CONTENT_WIDTH_IN, height))
     bars, labels, now_lines = [], [], []
     for ax, (name, by_rank) in zip(axes[:, 0], events.items()):
         for r, rank_events in enumerate(by_rank):
@@ -64,18 +67,21 @@ def animate_timeline(timelines: Mapping[str, Sequence[Sequence]],
                 shows_label = labelled is None or kind in labelled
                 if shows_label and mb is not None and (end - begin) > 0.02 * total:
                     labels.append((end, ax.text((begin + end) / 2 * 1e3, r, str(mb),
-                                                ha="center", va="center", fontsize=7,
+                                                ha="center", va="center", fontsize=LABEL_PT,
                                                 color="white", visible=False)))
         ax.set_ylim(len(by_rank) - 0.5, -0.5)
         ax.set_yticks(range(len(by_rank)), [f"rank {r}" for r in range(len(by_rank))])
         ax.set_xlim(0, total * 1e3 * 1.02)
-        ax.set_title(name, fontsize=10, loc="left")
+        ax.set_title(name, fontsize=10, loc="left", pad=3)
         now_lines.append(ax.axvline(0, color="#c2410c", lw=1.2, ls="--"))
     axes[-1, 0].set_xlabel("ms since the common start (white: idle)")
-    fig.legend(handles=[Patch(color=colours[k], label=k) for k in kinds], loc="upper right",
-               ncol=min(len(kinds), 5), fontsize=8, frameon=False)
-    heading = fig.suptitle("", x=0.01, ha="left", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    heading = fig.text(0.1 / CONTENT_WIDTH_IN, 1 - 0.08 / height, "", ha="left", va="top",
+                       fontsize=TITLE_PT, fontweight="bold")
+    fig.legend(handles=[Patch(color=colours[k], label=k) for k in kinds], loc="upper left",
+               bbox_to_anchor=(0.1 / CONTENT_WIDTH_IN, 1 - 0.34 / height),
+               ncol=min(len(kinds), 5), fontsize=LEGEND_PT, frameon=False,
+               handlelength=1.4, columnspacing=1.4, borderaxespad=0, borderpad=0)
+    fig.tight_layout(rect=(0, 0, 1, 1 - HEADER_IN / height))
 
     def draw_frame(i: int) -> None:
         now = total * i / (frames - 1) if i < frames - 1 else total
@@ -109,8 +115,8 @@ def barrier_events(timings: Sequence[Mapping[str, Any]]) -> list[list[tuple]]:
             for t in rows]
 
 
-def animate_barrier(timings: Sequence[Mapping[str, Any]], frames: int = FRAMES,
-                    dpi: int = 60) -> FuncAnimation:
+def animate_barrier(timings: Sequence[Mapping[str, Any]], frames: int = FRAMES
+                    ) -> FuncAnimation:
     """The barrier of notebook 00 as it happened: each rank working, then waiting."""
     return animate_timeline({"dist.barrier()": barrier_events(timings)}, BARRIER_COLOURS,
-                            "nobody leaves before the last rank arrives", frames, dpi)
+                            "nobody leaves before the last rank arrives", frames)

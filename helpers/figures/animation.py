@@ -4,26 +4,34 @@ An animation here is a matplotlib `FuncAnimation` over frames 0 … n − 1 with
 attributes: `draw_frame(i)` (puts the figure's artists in frame i's state) and
 `read_drawn()` (what the artists show now, as plain data). `read_frame(anim, i)` uses
 both, so tests and the page's caption check what is drawn, not what went in.
+
+`show_animation` turns it into a small self-contained player (PNG frames as data URIs, a
+few lines of script, no network) that opens on the LAST frame, the result: the reader
+steps or plays from there. Figures are drawn for the reading column: CONTENT_WIDTH_IN
+inches at CSS's 96 px per inch is about 800 px, so a font of F points reads as F·4/3 px.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
+import io
+import itertools
 import json
-import re
 from typing import Any, Callable
 
 from matplotlib.animation import FuncAnimation
 from matplotlib.figure import Figure
 
 FPS = 2                 # frames per second when played: slow enough to follow one step
-# to_jshtml links Font Awesome from a CDN for its button icons: plain characters instead,
-# so the page loads nothing from the network.
-ICONS = {"fa fa-minus": "−", "fa fa-plus": "+", "fa fa-fast-backward": "⏮",
-         "fa fa-step-backward": "◁", "fa fa-play fa-flip-horizontal": "◀",
-         "fa fa-pause": "⏸", "fa fa-play": "▶", "fa fa-step-forward": "▷",
-         "fa fa-fast-forward": "⏭"}
-REMOTE_LINK = re.compile(r"<link[^>]*href=\"https?://[^\"]*\"[^>]*>")
-EMBED_LIMIT_MB = 4.0    # to_jshtml stops adding frames past this; we refuse instead
+CSS_PX_PER_INCH = 96    # CSS's inch: a figure N inches wide is shown N·96 px wide
+CONTENT_WIDTH_IN = 8.3  # the reading column (~800 px); wider figures are shown scaled down
+MIN_FONT_PT = 7.5       # 10 px at CSS_PX_PER_INCH: the smallest text an animation draws
+PIXEL_DENSITY = 1.25    # frame pixels per CSS px: sharper on dense screens, still light
+PALETTE = 96            # colours per frame (flat fills and anti-aliased text)
+EMBED_LIMIT_MB = 4.0    # a page this heavy is refused, never cut short
+
+_players = itertools.count()
 
 
 def step_animation(fig: Figure, frame_count: int, draw_frame: Callable[[int], None],
@@ -52,37 +60,180 @@ def read_frame(anim: FuncAnimation, i: int) -> Any:
     return anim.read_drawn()
 
 
-def show_animation(anim: FuncAnimation, fps: int = FPS):
-    """The animation as self-contained HTML (PNG frames, base64) for a notebook cell.
+def frame_png(fig: Figure, dpi: float) -> bytes:
+    """The figure as it is drawn now: a palette PNG (flat colours compress to a few KB)."""
+    from PIL import Image
 
-    The figure is closed, so the notebook shows the animation only. The wrapper's
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, facecolor="white")
+    image = Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+    small = io.BytesIO()
+    image.quantize(colors=PALETTE, dither=Image.Dither.NONE).save(small, "PNG", optimize=True)
+    return small.getvalue()
+
+
+class StepAnimation:
+    """The player as a notebook output: text/html for pages and JupyterLab, a line of text
+    for terminals. `data` is the HTML."""
+
+    def __init__(self, data: str, frame_count: int, title: str):
+        self.data, self.frame_count, self.title = data, frame_count, title
+
+    def _repr_html_(self) -> str:
+        return self.data
+
+    def __repr__(self) -> str:
+        return f"step-through animation, {self.frame_count} frames; last: {self.title}"
+
+
+def show_animation(anim: FuncAnimation, fps: int = FPS) -> StepAnimation:
+    """The animation as a self-contained player that opens on its last frame.
+
+    The figure is closed, so the notebook shows the player only. The wrapper's
     `data-last-frame` holds the last frame's drawn values (read back from the artists),
     a text alternative that tests compare with the recorded `after`.
     """
-    import matplotlib
     import matplotlib.pyplot as plt
-    from IPython.display import HTML
 
-    with matplotlib.rc_context({"animation.embed_limit": EMBED_LIMIT_MB}):
-        page = offline(anim.to_jshtml(fps=fps, default_mode="once"))
-    embedded = page.count("data:image/png;base64,")
-    if embedded != anim.frame_count:
-        raise ValueError(f"only {embedded} of {anim.frame_count} frames fit in "
-                         f"{EMBED_LIMIT_MB} MB: draw fewer frames or a smaller figure")
-    last = read_frame(anim, anim.frame_count - 1)
-    plt.close(anim._fig)
-    anim.event_source = None       # nothing left to play outside the page
-    return HTML(f'<div class="step-animation" data-frames="{anim.frame_count}" '
-                f'data-last-frame="{html.escape(json.dumps(last), quote=True)}">'
-                f"{page}</div>")
+    fig, count = anim._fig, anim.frame_count
+    anim._draw_was_started = True       # rendered here, not by matplotlib: no warning
+    width_in, height_in = fig.get_size_inches()
+    css_width = round(min(width_in, CONTENT_WIDTH_IN) * CSS_PX_PER_INCH)
+    css_height = round(css_width * height_in / width_in)
+    dpi = PIXEL_DENSITY * css_width / width_in
+    sources, total = [], 0
+    for i in range(count):
+        anim.draw_frame(i)
+        png = frame_png(fig, dpi)
+        total += len(png) * 4 / 3
+        if total > EMBED_LIMIT_MB * 2 ** 20:
+            raise ValueError(f"only {i} of {count} frames fit in {EMBED_LIMIT_MB} MB: "
+                             "draw fewer frames or a smaller figure")
+        sources.append("data:image/png;base64," + base64.b64encode(png).decode("ascii"))
+    last = anim.read_drawn()            # the last frame is the one drawn now
+    title = str(last.get("title", "")) if isinstance(last, dict) else ""
+    plt.close(fig)
+    anim.event_source = None            # nothing left to play outside the page
+    uid = hashlib.sha1("".join(sources).encode()).hexdigest()[:10]
+    page = player_html(sources, f"nccl-anim-{uid}-{next(_players)}", css_width, css_height,
+                       last, title, 1000 // fps)
+    return StepAnimation(page, count, title)
 
 
-def offline(page: str) -> str:
-    """to_jshtml's page without its stylesheet link: the buttons get plain characters."""
-    page = REMOTE_LINK.sub("", page)
-    for icon, character in ICONS.items():
-        page = page.replace(f'<i class="{icon}"></i>', character)
-    return page
+_BUTTON = ("display:inline-flex;align-items:center;gap:4px;padding:2px 8px;font:inherit;"
+           "font-size:0.9em;line-height:1.6;color:inherit;background:transparent;"
+           "border:1px solid currentColor;border-radius:4px;cursor:pointer;opacity:0.85")
+_SVG = ('<svg viewBox="0 0 16 16" width="12" height="12" aria-hidden="true" '
+        'focusable="false"><path fill="currentColor" d="{}"/></svg>')
+ICONS = {"first": "M2 2h2.5v12H2zM14 2v12L5.5 8z", "back": "M12.5 2v12L3.5 8z",
+         "play": "M3.5 2v12l9-6z", "pause": "M3 2h3.5v12H3zM9.5 2H13v12H9.5z",
+         "last": "M11.5 2H14v12h-2.5zM2 2v12l8.5-6z"}
+# (action, accessible name, visible label): labels are ASCII words beside inline SVG icons
+CONTROLS = [("first", "First frame", "{first}"), ("prev", "Previous frame", "{back} step"),
+            ("play", "Play", "{play} play"), ("next", "Next frame", "step {play}"),
+            ("last", "Last frame", "{last}")]
+
+
+def _icons(label: str) -> str:
+    return label.format(**{name: _SVG.format(path) for name, path in ICONS.items()})
+
+
+def player_html(sources: list[str], uid: str, css_width: int, css_height: int,
+                last_frame: Any, title: str, interval_ms: int) -> str:
+    """The player's markup: the last frame as the poster, the controls, the other frames
+    (JSON) and its script. Without the script (an untrusted notebook) the poster stays."""
+    count = len(sources)
+    buttons = "".join(
+        f'<button type="button" data-action="{action}" aria-label="{name}" title="{name}" '
+        f'style="{_BUTTON}">{_icons(label)}</button>' for action, name, label in CONTROLS)
+    script = (_SCRIPT.replace('"__ID__"', json.dumps(uid))
+              .replace('"__PLAY__"', json.dumps(_icons("{play} play")))
+              .replace('"__PAUSE__"', json.dumps(_icons("{pause} pause")))
+              .replace("</", "<\\/"))      # never closes its <script> early
+    return (
+        f'<div class="nccl-animation step-animation" id="{uid}" data-frames="{count}" '
+        f'data-frame="{count - 1}" data-interval="{interval_ms}" '
+        f'data-last-frame="{html.escape(json.dumps(last_frame), quote=True)}" '
+        f'style="max-width:100%;margin:0.4em 0">'
+        f'<img class="nccl-animation-frame" src="{sources[-1]}" width="{css_width}" '
+        f'height="{css_height}" alt="{html.escape(title, quote=True)}" '
+        f'style="display:block;width:{css_width}px;max-width:100%;height:auto">'
+        f'<div class="nccl-animation-controls" style="display:none;flex-wrap:wrap;'
+        f'align-items:center;gap:6px;margin-top:6px;max-width:{css_width}px">{buttons}'
+        f'<input type="range" class="anim-slider" min="0" max="{count - 1}" step="1" '
+        f'value="{count - 1}" aria-label="Frame" style="flex:1 1 100px;min-width:80px">'
+        f'<span class="nccl-animation-counter" aria-live="polite" '
+        f'style="font-size:0.9em;white-space:nowrap">frame {count}/{count}</span></div>'
+        # the last frame is the poster's src: the list holds the others
+        f'<script type="application/json" class="nccl-animation-data">'
+        f"{json.dumps(sources[:-1])}</script><script>{script}</script>"
+        "</div>")
+
+
+# document.currentScript is this script inside its player (JupyterLab re-inserts scripts in
+# place, pages run them where they stand); the id is the fallback where a notebook front
+# end runs scripts elsewhere. Each player keeps its own state: several on a page are apart.
+_SCRIPT = """(function () {
+  var me = document.currentScript, id = "__ID__";
+  function find() {
+    var p = me && me.parentNode;
+    if (p && p.classList && p.classList.contains("nccl-animation")) return p;
+    return document.getElementById(id);
+  }
+  function setup(root) {
+    if (!root) return false;
+    if (root.getAttribute("data-ready")) return true;
+    root.setAttribute("data-ready", "1");
+    var img = root.querySelector("img.nccl-animation-frame");
+    var frames = JSON.parse(root.querySelector("script.nccl-animation-data").textContent);
+    frames.push(img.getAttribute("src"));
+    var n = frames.length, timer = null;
+    var controls = root.querySelector(".nccl-animation-controls");
+    var slider = root.querySelector("input.anim-slider");
+    var counter = root.querySelector(".nccl-animation-counter");
+    var play = root.querySelector('button[data-action="play"]');
+    var interval = Number(root.getAttribute("data-interval")) || 500;
+    function current() { return Number(root.getAttribute("data-frame")); }
+    function show(i) {
+      i = Math.max(0, Math.min(n - 1, i));
+      img.setAttribute("src", frames[i]);
+      slider.value = String(i);
+      root.setAttribute("data-frame", String(i));
+      counter.textContent = "frame " + (i + 1) + "/" + n;
+    }
+    function label(playing) {
+      play.innerHTML = playing ? "__PAUSE__" : "__PLAY__";
+      play.setAttribute("aria-label", playing ? "Pause" : "Play");
+      play.setAttribute("title", playing ? "Pause" : "Play");
+    }
+    function stop() {
+      if (timer !== null) clearInterval(timer);
+      timer = null;
+      label(false);
+    }
+    function start() {
+      if (current() >= n - 1) show(0);
+      label(true);
+      timer = setInterval(function () {
+        show(current() + 1);
+        if (current() >= n - 1) stop();
+      }, interval);
+    }
+    controls.addEventListener("click", function (event) {
+      var button = event.target.closest ? event.target.closest("button[data-action]") : null;
+      if (!button) return;
+      var action = button.getAttribute("data-action"), i = current();
+      if (action === "play") { if (timer === null) start(); else stop(); return; }
+      stop();
+      show(action === "first" ? 0 : action === "last" ? n - 1 :
+           action === "prev" ? i - 1 : i + 1);
+    });
+    slider.addEventListener("input", function () { stop(); show(Number(slider.value)); });
+    controls.style.display = "flex";
+    return true;
+  }
+  if (!setup(find())) setTimeout(function () { setup(find()); }, 0);
+})();"""
 
 
 def ease(fraction: float) -> float:

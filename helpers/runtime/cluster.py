@@ -20,10 +20,13 @@ import ipyparallel as ipp
 
 from helpers.runtime import engine, launchers, unix_sockets
 from helpers.runtime import warm as warm_start
-from helpers.runtime.config import ClusterConfigError, resolve_config, resolve_debug, resolve_timeout
+from helpers.runtime.config import (DEFAULT_TIMEOUT_S, ClusterConfigError, resolve_config,
+                                    resolve_debug, resolve_timeout)
 from helpers.runtime.diagnose import show_with_diagnosis
 from helpers.runtime.group import START_TIMEOUT_S, RankInfo, join_process_group
+from helpers.runtime.folded import Folded
 from helpers.runtime.progress import COLD_STAGES, WARM_STAGES, StartProgress, timings_line
+from helpers.runtime.tracebacks import quiet_paths_in_tracebacks
 from helpers.runtime.transfer import decode
 from helpers.runtime.starting import (activate, new_ipp_cluster, owned_and_private, quiet, shell,
                                       start_processes, start_reaper)
@@ -122,11 +125,24 @@ class TutorialCluster:
         self._check_running()
         self.client.direct_view(self.engine_ids).push(values, block=True)
 
-    def summary(self) -> str:
+    def summary_line(self) -> str:
+        """One line: world size, backend, how the engines came (and the checks and the
+        timeout when they are not the defaults)."""
         how = "warm start: engines reused, group re-created" if self.reused else (
-            "warm start: engines kept for the next notebook" if self.warm else self.launcher)
-        lines = [f"{self.world_size} rank(s) · backend {self.backend} · "
-                 f"collective timeout {self.timeout_s:g} s · checks {self.debug} · {how}",
+            "warm start: engines kept for the next notebook" if self.warm
+            else f"new engines ({self.launcher} launcher)")
+        parts = [f"{self.world_size} rank(s)", f"backend {self.backend}"]
+        if self.debug != "off":
+            parts.append(f"checks {self.debug}")
+        if self.timeout_s != DEFAULT_TIMEOUT_S:
+            parts.append(f"collective timeout {self.timeout_s:g} s")
+        return " · ".join([*parts, how])
+
+    def details(self) -> str:
+        """The settings, one row per rank (device, host, pid, engine) and the start's
+        stage timings: what the summary line leaves out."""
+        lines = [f"collective timeout {self.timeout_s:g} s · checks {self.debug} · "
+                 f"launcher {self.launcher}",
                  f"{'rank':>4}  {'device':<8} {'host':<16} {'pid':>7}  engine"]
         for r in self.ranks:
             device = f"{r.device} ({r.gpu})" if r.gpu else r.device
@@ -134,6 +150,14 @@ class TutorialCluster:
         if self.start_timings:
             lines.append(timings_line(self.start_timings))
         return "\n".join(lines)
+
+    def summary(self) -> str:
+        """The summary line, then the details (what a terminal or a log shows)."""
+        return f"{self.summary_line()}\n{self.details()}"
+
+    def summary_folded(self) -> Folded:
+        """What the start cell shows: the summary line, the details folded under it."""
+        return Folded(self.summary_line(), self.details())
 
     def __repr__(self) -> str:
         state = "stopped" if self.stopped else "running"
@@ -252,9 +276,10 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
         from ipyparallel.error import CompositeError, RemoteError
 
         ipython.set_custom_exc((CompositeError, RemoteError), show_with_diagnosis(lambda: _current))
+        quiet_paths_in_tracebacks(ipython)   # no machine paths in any error this kernel shows
     if not quiet:
         if progress.shown:
-            progress.finish(cluster.summary())
+            progress.finish(cluster.summary_folded().bundle())
         else:
             print(cluster.summary())
     return cluster

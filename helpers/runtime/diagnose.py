@@ -2,14 +2,19 @@
 
 An error on the engines reaches the notebook as ipyparallel's CompositeError:
 one traceback per engine, named by engine id. `start_cluster` installs
-`show_with_diagnosis` as the kernel's handler for it, which shows the usual
-tracebacks and then a short summary: which rank died, which ranks never reached
-the collective, whether the group can still be used.
+`show_with_diagnosis` as the kernel's handler for it, which shows first a short
+summary (which rank died, which ranks never reached the collective, whether the group
+can still be used), then one rank's traceback without library frames, and the other
+ranks' tracebacks folded under one line.
 """
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, Callable
+
+from helpers.runtime.folded import Folded
+from helpers.runtime.tracebacks import short_traceback
 
 # (pattern in the error text, what it means, does the group survive it?)
 _DIED = "its engine process died (re-run the start cell for a full set of ranks)"
@@ -17,7 +22,7 @@ _KNOWN = [
     (r"died while running|EngineError|engine .* died", _DIED, False),
     (r"Detected mismatch between collectives",
      "the ranks called the collective with different arguments "
-     "(shape, dtype or op: see TensorShape/TensorDtypes above)", True),
+     "(shape, dtype or op: see TensorShape/TensorDtypes below)", True),
     (r"invalid root rank|Invalid (src|dst)|not part of group|rank .* out of range",
      "src/dst must be a rank of the group: 0 .. world_size-1", True),
     (r"Incorrect input list size|Incorrect output list size|Requires .*list",
@@ -50,6 +55,21 @@ def missing_ranks(text: str) -> list[int]:
     return [int(r) for r in re.findall(r"\d+", match.group(1))] if match else []
 
 
+def failures(error: Any, rank_of_engine: dict[int, int]) -> list[tuple[int, str, Any, str]]:
+    """(rank, error name, error value, traceback text) per failed engine, in the order
+    ipyparallel lists them (a dead engine's rank comes from "Engine N died")."""
+    elist = getattr(error, "elist", None)
+    if elist is None and hasattr(error, "ename"):  # a RemoteError: one engine's failure
+        elist = [(error.ename, error.evalue, getattr(error, "traceback", None),
+                  getattr(error, "engine_info", {}))]
+    found = []
+    for ename, evalue, tb, info in elist or []:
+        died = re.search(r"Engine (\d+) died", f"{ename}: {evalue}")
+        engine_id = int(died.group(1)) if died else (info or {}).get("engine_id", -1)
+        found.append((rank_of_engine.get(engine_id, engine_id), ename, evalue, tb or ""))
+    return found
+
+
 def diagnose(error: Any, rank_of_engine: dict[int, int],
              targets: list[int] | None = None) -> dict:
     """What a CompositeError says, by rank.
@@ -59,14 +79,8 @@ def diagnose(error: Any, rank_of_engine: dict[int, int],
     """
     failed: dict[int, dict] = {}
     absent: set[int] = set()
-    elist = getattr(error, "elist", None)
-    if elist is None and hasattr(error, "ename"):  # a RemoteError: one engine's failure
-        elist = [(error.ename, error.evalue, None, getattr(error, "engine_info", {}))]
-    for ename, evalue, _tb, info in elist or []:
+    for rank, ename, evalue, _tb in failures(error, rank_of_engine):
         text = f"{ename}: {evalue}"
-        died = re.search(r"Engine (\d+) died", text)
-        engine_id = int(died.group(1)) if died else (info or {}).get("engine_id", -1)
-        rank = rank_of_engine.get(engine_id, engine_id)
         meaning, survives = classify_failure(text)
         first_line = next((ln for ln in str(evalue).splitlines() if ln.strip()), "")
         failed[rank] = {"rank": rank, "meaning": meaning, "survives": survives,
@@ -107,20 +121,57 @@ def _ranks(ranks: list[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
+# What a rank that only waited or lost its peer says: another rank's error explains more.
+_SECONDARY = {_DIED, "a peer rank went away (it died or gave up waiting)",
+              "it waited the whole collective timeout for its peers"}
+
+
+def first_to_read(diagnosis: dict, tracebacks: dict[int, str]) -> int:
+    """The rank whose traceback explains the failure best: the first that did more than
+    wait for its peers, time out or die, else the first with a traceback."""
+    with_text = [f["rank"] for f in diagnosis["failed"] if tracebacks.get(f["rank"])]
+    primary = [f["rank"] for f in diagnosis["failed"]
+               if f["meaning"] not in _SECONDARY and f["rank"] in with_text]
+    return (primary or with_text or [diagnosis["failed"][0]["rank"]])[0]
+
+
+def rank_traceback(rank: int, ename: str, evalue: Any, tb: str) -> list[str]:
+    """One rank's traceback as shown: a header line, its own frames, the message."""
+    lines = short_traceback(tb) if tb.strip() else [f"{ename}: {evalue}"]
+    return [f"rank {rank} · {ename} (most recent call last):", *lines]
+
+
 def show_with_diagnosis(current: Callable[[], Any]) -> Callable:
-    """An IPython custom exception handler: the tracebacks, then the diagnosis."""
+    """An IPython custom exception handler: the diagnosis first, then one rank's
+    traceback (its own frames only), then the other ranks' tracebacks, folded."""
     def handler(shell, etype, value, tb, tb_offset=None):
-        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
         cluster = current()
-        if cluster is None:
+        diagnosis = None
+        if cluster is not None:
+            magics = shell.magics_manager.registry.get("ParallelMagics")
+            last = getattr(magics, "last_result", None)
+            targets = list(getattr(last, "_targets", None) or []) or None
+            rank_of_engine = {r.engine_id: r.rank for r in cluster.ranks}
+            diagnosis = diagnose(value, rank_of_engine, targets)
+        if not diagnosis or not diagnosis["failed"]:
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
             return None
-        magics = shell.magics_manager.registry.get("ParallelMagics")
-        last = getattr(magics, "last_result", None)
-        targets = list(getattr(last, "_targets", None) or []) or None
-        diagnosis = diagnose(value, {r.engine_id: r.rank for r in cluster.ranks}, targets)
-        if diagnosis["failed"]:
-            history.append(diagnosis)
-            print(describe_diagnosis(diagnosis))
+        history.append(diagnosis)
+        print(describe_diagnosis(diagnosis))
+        sys.stdout.flush()   # before the traceback, which does not pass through stdout
+        by_rank = {rank: (ename, evalue, text)
+                   for rank, ename, evalue, text in failures(value, rank_of_engine)}
+        shown = first_to_read(diagnosis, {r: t for r, (_, _, t) in by_rank.items()})
+        if shown not in by_rank:        # no rank sent a traceback: IPython's own
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            return None
+        shell._showtraceback(etype, value, rank_traceback(shown, *by_rank[shown]))
+        others = [r for r in sorted(by_rank) if r != shown]
+        if others:
+            from IPython.display import display
+
+            body = "\n\n".join("\n".join(rank_traceback(r, *by_rank[r])) for r in others)
+            display(Folded(f"the other ranks' tracebacks: {_ranks(others)}", body))
         return None
 
     return handler

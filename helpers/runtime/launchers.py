@@ -215,6 +215,18 @@ def slurm_controller_template(interface: str, python: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def engine_log_env() -> dict[str, str]:
+    """The engines' C++ log level: ERROR, unless TORCH_CPP_LOG_LEVEL is set already.
+
+    torch's C++ warnings (c10d's "[W... socket.cpp:469] waitForInput: ... likely a
+    timeout" while a store waits) go to the engine's stderr, which %%px shows under every
+    rank; errors (a monitored barrier naming the ranks that never came) still do. c10
+    reads the variable once, when torch is imported: it must be in the engines' start
+    environment (the local engines import torch before they fork).
+    """
+    return {"TORCH_CPP_LOG_LEVEL": os.environ.get("TORCH_CPP_LOG_LEVEL") or "ERROR"}
+
+
 def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None = None,
                     gpus_per_node: int | None = None, controller: str = "slurm",
                     mpiexec: str = "mpiexec") -> LaunchPlan:
@@ -242,7 +254,7 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
         if interface not in (None, "lo"):
             raise ValueError(f"the {launcher} launcher runs on one host over loopback "
                              f"('lo'), not {interface!r}: use launcher='slurm'")
-        env = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+        env = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", **engine_log_env()}
         kwargs: dict[str, Any] = {"n": n_ranks,
                                   "controller_ip": unix_sockets.controller_socket_prefix(),
                                   "controller_args": list(IPC_ARGS)}
@@ -266,7 +278,8 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
         raise ValueError(f"controller must be 'slurm' or 'local', not {controller!r}")
     address = interface_address(interface)  # fails early on a wrong name
     gpus = _gpus_per_node(gpus_per_node)
-    env = {"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface}
+    env = {"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface,
+           **engine_log_env()}
     kwargs = {"n": n_ranks, "engine_launcher_class": "slurm"}
     config = {
         SLURM_ENGINES: {"batch_template": slurm_engine_template(n_ranks, gpus),

@@ -2,7 +2,8 @@
 
 In a Jupyter kernel the start cell shows one output, updated in place (a display_id),
 that names the stage being waited for ("engines registered 2/4"); the last update
-replaces it with the cluster's summary, so a saved notebook holds only the summary
+replaces it with the cluster's summary (one line, the details folded under it in HTML),
+so a saved notebook holds only the summary
 (nbclient applies each update to the output with that display_id). In a plain Python
 process, or with quiet=True, nothing is displayed.
 """
@@ -113,10 +114,13 @@ class StartProgress:
             self._registered = self.n_ranks
         self._show()
 
-    def finish(self, text: str | None) -> None:
-        """Replace the progress with `text` (the summary); None clears it."""
-        if self._render is not None:
-            self._render(text or "")
+    def finish(self, shown: str | dict[str, str] | None) -> None:
+        """Replace the progress with `shown` (the summary: text, or a MIME bundle with
+        text/plain); None clears it."""
+        if self._handle is not None and isinstance(shown, dict):
+            self._handle.update(shown, raw=True)
+        elif self._render is not None:
+            self._render(shown["text/plain"] if isinstance(shown, dict) else shown or "")
 
     def failed(self, error: BaseException) -> None:
         """Say which stage the start stopped in (the error itself is raised as usual)."""

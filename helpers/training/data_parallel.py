@@ -36,18 +36,21 @@ def parameter_bytes(model: nn.Module) -> int:
 
 def plot_losses(rank_losses: Sequence[Sequence[float]], reference: Sequence[float],
                 title: str = ""):
+    """Each rank's loss on its shard, their mean and the reference's, step by step (steps
+    are counted: integer ticks); the legend beside the axes, off the lines."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
     steps = np.arange(1, len(reference) + 1)
     for rank, losses in enumerate(rank_losses):
         ax.plot(steps, losses, marker="o", alpha=0.7, label=f"rank {rank} (its shard)")
     ax.plot(steps, np.mean(rank_losses, axis=0), "k--", lw=2, label="mean over ranks")
-    ax.plot(steps, reference, "r:", lw=3, label="reference (whole batch)")
+    ax.plot(steps, reference, "r:", lw=3, label="reference\n(whole batch)")
+    ax.set_xticks(steps)
     ax.set_xlabel("step")
     ax.set_ylabel("loss before the step")
-    ax.set_title(title or "loss per rank and the single-process reference")
-    ax.legend(fontsize=8)
+    ax.set_title(title or "loss per rank and the single-process reference", fontsize=11)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
@@ -130,30 +133,39 @@ def overlap_share(timeline: dict) -> float:
     return inside / total if total else 0.0
 
 
-def plot_timeline(timelines: Sequence[dict], title: str = ""):
-    """Per rank: forward, backward, each bucket's all_reduce (launch → done), wait, step."""
-    import matplotlib.pyplot as plt
+TIMELINE_COLOURS = {"forward": "#4c72b0", "backward": "#55a868", "wait": "#c44e52",
+                    "step": "#8172b2"}
+BUCKET_COLOUR = "#dd8452"
 
-    n = len(timelines)
-    fig, ax = plt.subplots(figsize=(11, 0.9 * n + 1.6))
-    colours = {"forward": "#4c72b0", "backward": "#55a868", "wait": "#c44e52",
-               "step": "#8172b2"}
+
+def plot_timeline(timelines: Sequence[dict], title: str = ""):
+    """Per rank: one lane for its own work (forward, backward, wait, step), then one lane
+    per bucket, in launch order: its all_reduce from launch to done. The legend above."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    n, lanes = len(timelines), 1 + max(len(tl["buckets"]) for tl in timelines)
+    fig, ax = plt.subplots(figsize=(8, 0.12 * lanes * n + 0.3 * n + 1.5))
+    ticks, labels = [], []
     for rank, tl in enumerate(timelines):
-        y = n - 1 - rank
-        for phase, colour in colours.items():
+        top = rank * (lanes + 1.2)                  # a gap between ranks
+        for phase, colour in TIMELINE_COLOURS.items():
             a, b = tl[phase]
-            ax.broken_barh([(a * 1e3, max(b - a, 1e-6) * 1e3)], (y + 0.45, 0.4),
-                           facecolors=colour, label=phase if rank == 0 else None)
+            ax.broken_barh([(a * 1e3, max(b - a, 1e-6) * 1e3)], (top, 0.9), facecolors=colour)
         for i, (a, b) in enumerate(tl["buckets"]):
-            ax.broken_barh([(a * 1e3, max(b - a, 1e-6) * 1e3)], (y + 0.05 + 0.33 * (i % 2) / 2,
-                           0.2), facecolors="#dd8452", edgecolor="k", lw=0.4,
-                           label="all_reduce of a bucket" if rank == 0 and i == 0 else None)
-    ax.set_yticks([n - 1 - r + 0.45 for r in range(n)],
-                  [f"rank {r}\n{overlap_share(t):.0%} in backward" for r, t in
-                   enumerate(timelines)])
+            ax.broken_barh([(a * 1e3, max(b - a, 1e-6) * 1e3)], (top + 1.1 + i, 0.8),
+                           facecolors=BUCKET_COLOUR, edgecolor="k", lw=0.4, gid=f"bucket:{rank}:{i}")
+        ticks += [top + 0.45, top + 1.1 + (lanes - 1) / 2]
+        labels += [f"rank {rank}: {overlap_share(tl):.0%} of its\nall_reduce time in backward",
+                   f"its {lanes - 1} buckets,\none lane each"]
+    ax.set_yticks(ticks, labels, fontsize=9)
+    ax.set_ylim(n * (lanes + 1.2) - 1.0, -0.3)
     ax.set_xlabel("ms since the step began")
-    ax.set_title(title or "one training step, measured on every rank")
-    ax.legend(fontsize=8, loc="upper right", ncol=5)
-    fig.tight_layout()
+    handles = [Patch(color=c, label=k) for k, c in TIMELINE_COLOURS.items()]
+    handles.append(Patch(facecolor=BUCKET_COLOUR, edgecolor="k", label="all_reduce of a bucket"))
+    fig.legend(handles=handles, loc="upper center", ncol=5, fontsize=9, frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.45 / fig.get_figheight()))
+    fig.suptitle(title or "one training step, measured on every rank", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

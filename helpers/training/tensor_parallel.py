@@ -211,27 +211,71 @@ def torch_vs_hand_table(hand: Sequence[dict], theirs: Sequence[dict]) -> str:
 
 
 def plot_shards(states: Sequence[dict], title: str):
-    """Per rank: the column-parallel weight shard and output slice, the row-parallel
-    weight shard and partial output (heat maps, one column of panels per rank)."""
+    """The split, from what the ranks hold: W1 put back together from every rank's rows
+    and W2 from its columns, each rank's part outlined in its colour (`schemes.rank_colour`);
+    Y1 assembled from the output slices; each rank's partial output, and Y2 (rank 0's, after
+    the all_reduce) that their sum gives. states: pulled W1_shard, Y1_slice, W2_shard,
+    Y2_partial, Y2 per rank."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
 
-    panels = [("W1_shard", "column-parallel W1 shard\n(its output features × d_in)"),
-              ("Y1_slice", "its output slice\n(batch × its features)"),
-              ("W2_shard", "row-parallel W2 shard\n(d_out × its input features)"),
-              ("Y2_partial", "its partial output\n(batch × d_out), before all_reduce")]
+    from helpers.training.schemes import rank_colour
+
+    def whole(name: str, dim: int):
+        return torch.cat([torch.as_tensor(s[name]) for s in states], dim=dim).numpy()
+
     n = len(states)
-    fig, axes = plt.subplots(len(panels), n, figsize=(2.6 * n + 1, 8.5), squeeze=False)
-    for col, state in enumerate(states):
-        for row, (name, label) in enumerate(panels):
-            ax = axes[row][col]
-            values = torch.as_tensor(state[name]).numpy()
-            ax.imshow(values, aspect="auto", cmap="coolwarm")
-            ax.set_title(f"rank {state['rank']}: {tuple(values.shape)}", fontsize=9)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if col == 0:
-                ax.set_ylabel(label, fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
+    w1, y1, w2 = whole("W1_shard", 0), whole("Y1_slice", 1), whole("W2_shard", 1)
+    k = w1.shape[0] // n
+    fig = plt.figure(figsize=(8, 6.6))
+    top = fig.add_gridspec(1, 2, left=0.07, right=0.98, top=0.86, bottom=0.53,
+                           width_ratios=[1, 2.2], wspace=0.25)
+    low = fig.add_gridspec(1, n + 2, left=0.07, right=0.98, top=0.36, bottom=0.05,
+                           width_ratios=[2.4] + [1] * (n + 1), wspace=0.35)
+    panels = [(fig.add_subplot(top[0]), w1, f"W1, whole {w1.shape}:\nrank r's rows", 0),
+              (fig.add_subplot(top[1]), y1, f"Y1 {y1.shape}: rank r's columns,\nthe "
+               "all_gather puts them side by side", 1),
+              (fig.add_subplot(low[0]), w2, f"W2, whole {w2.shape}:\nrank r's columns", 1)]
+    for ax, values, label, dim in panels:
+        limit = float(abs(values).max()) or 1.0
+        ax.imshow(values, aspect="auto", cmap="coolwarm", vmin=-limit, vmax=limit)
+        ax.set_title(label, fontsize=10)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        middles, names = [r * k + (k - 1) / 2 for r in range(n)], [f"r{r}" for r in range(n)]
+        (ax.set_yticks if dim == 0 else ax.set_xticks)(middles, names)
+        for r, label in enumerate(ax.get_yticklabels() if dim == 0 else ax.get_xticklabels()):        # each rank's part: its name, its colour
+            label.set_color(rank_colour(r))
+            label.set_fontsize(10)
+            label.set_fontweight("bold")
+        for r in range(n):
+            rows, cols = values.shape
+            xy, size = (((-0.5, r * k - 0.5), (cols, k)) if dim == 0
+                        else ((r * k - 0.5, -0.5), (k, rows)))
+            inset = 0.12                          # side by side, not on top of each other
+            ax.add_patch(Rectangle((xy[0] + inset, xy[1] + inset), size[0] - 2 * inset,
+                                   size[1] - 2 * inset, fill=False, linewidth=2.6,
+                                   edgecolor=rank_colour(r), clip_on=False, gid=f"rank:{r}"))
+    for r, state in enumerate(states):
+        ax = fig.add_subplot(low[r + 1])
+        partial = torch.as_tensor(state["Y2_partial"]).numpy()
+        ax.imshow(partial, aspect="auto", cmap="coolwarm")
+        ax.set_title(f"rank {r}" + ("\n+" if r < n - 1 else "\n"), fontsize=10,
+                     color=rank_colour(r))
+        ax.set_xticks([])
+        ax.set_yticks([])
+        for spine in ax.spines.values():
+            spine.set_edgecolor(rank_colour(r))
+            spine.set_linewidth(2.6)
+    ax = fig.add_subplot(low[n + 1])
+    ax.imshow(torch.as_tensor(states[0]["Y2"]).numpy(), aspect="auto", cmap="coolwarm")
+    ax.set_title("= Σ + b2:\nY2", fontsize=10)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    fig.text(0.07, 0.45, "row-parallel: each rank's partial output (batch × d_out); the "
+             "all_reduce sums them", fontsize=10, color="#444444")
+    fig.suptitle(title, x=0.07, ha="left", fontsize=11)
+    fig.text(0.07, 0.935, "column-parallel: each rank holds rows of W1, computes columns "
+             "of Y1", fontsize=10, color="#444444")
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

@@ -13,6 +13,7 @@ gradient all_reduce on the data-parallel group) lives in notebook 19's `%%px` ce
 from __future__ import annotations
 
 from helpers.training.mesh import coordinate, mesh_shape
+from helpers.training.schemes import COLUMN, ROW, SMALL, Canvas, rank_colour
 from helpers.training.tensor_parallel import hidden_size
 from helpers.training.toy import D_IN, D_OUT
 
@@ -112,30 +113,39 @@ def format_plan(plan: list[dict]) -> str:
 
 
 def plot_mesh(dp: int, tp: int, title: str):
-    """The mesh: one box per rank; rows are data-parallel replicas, columns TP shards."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyBboxPatch
-
-    fig, ax = plt.subplots(figsize=(1.9 * tp + 2.6, 1.3 * dp + 1.2))
+    """The mesh and the collectives along each axis: one box per rank (its batch shard and
+    feature slice); a row is a tp group (g's all_reduce of the partial outputs, forward), a
+    column a dp group (the all_reduce of each gradient shard, after backward)."""
+    bw, bh, px, py, left = 2.9, 1.45, 3.7, 2.25, 2.5
+    width = left + tp * px + 0.2
+    c = Canvas(max(width, 15.0), 1.0 + dp * py + 1.6, title,
+               "a row: one replica of the model, cut by features (tp); a column: the same "
+               "slice in every replica (dp)")
     for r in range(dp * tp):
         row, col = coordinate(r, (dp, tp))
-        ax.add_patch(FancyBboxPatch((col + 0.08, -row - 0.92), 0.84, 0.84,
-                                    boxstyle="round,pad=0.02", color=f"C{col}", alpha=0.35))
-        ax.text(col + 0.5, -row - 0.5, f"rank {r}\nbatch shard {row}\nfeatures {col}",
-                ha="center", va="center", fontsize=8)
+        c.box(left + col * px, 1.0 + row * py, bw, bh,
+              f"rank {r}\nbatch shard {row}\nfeatures {col}", face=rank_colour(r, True),
+              edge=rank_colour(r), size=SMALL, gid=f"mesh:rank:{r}")
     for row in range(dp):
-        ax.text(-0.1, -row - 0.5, f"DP replica {row}\n(tp group: a row)", ha="right",
-                va="center", fontsize=8)
+        y = 1.0 + row * py + bh / 2
+        c.text(left - 0.25, y, f"replica {row}\n(tp group)", ha="right", size=SMALL,
+               colour=ROW)
+        for col in range(tp - 1):
+            c.arrow((left + col * px + bw + 0.05, y), (left + (col + 1) * px - 0.05, y),
+                    colour=ROW, gid=f"tp:{row}:{col}", lw=2.0, both=True)
     for col in range(tp):
-        ax.text(col + 0.5, 0.15, f"TP shard {col}\n(dp group: a column)", ha="center",
-                va="bottom", fontsize=8)
-    ax.set_xlim(-1.6, tp + 0.1)
-    ax.set_ylim(-dp - 0.1, 0.8)
-    ax.axis("off")
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
-    return fig
+        x = left + col * px + bw / 2
+        for row in range(dp - 1):
+            c.arrow((x, 1.0 + row * py + bh + 0.05), (x, 1.0 + (row + 1) * py - 0.05),
+                    colour=COLUMN, dashed=True, gid=f"dp:{col}:{row}", lw=2.0,
+                    both=True)
+    y = 1.0 + dp * py
+    c.text(0.3, y, "→ along a row (tp group): g's all_reduce of the partial outputs, "
+           "forward", ha="left", colour=ROW)
+    c.text(0.3, y + 0.7, "↓ along a column (dp group): all_reduce of each gradient shard, "
+           "after backward" + ("" if dp > 1 else " (here of one rank)"), ha="left",
+           colour=COLUMN)
+    return c.fig
 
 
 def plot_params(states: list[dict], reference: dict, k: int, title: str):

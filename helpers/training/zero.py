@@ -111,7 +111,7 @@ def plot_memory(measured: Sequence[dict[str, dict[str, float]]],
     colours = ("#4c72b0", "#55a868", "#c44e52", "#dd8452")
     n = len(measured)
     width = 0.8 / (n + 1)
-    fig, ax = plt.subplots(figsize=(11, 4.2))
+    fig, ax = plt.subplots(figsize=(8, 4.6))
     for rank, stages in enumerate(measured):
         for s, stage in enumerate(STAGES):
             bottom = 0.0
@@ -125,6 +125,7 @@ def plot_memory(measured: Sequence[dict[str, dict[str, float]]],
         total = sum(formulas[stage].values())
         ax.bar(s + n * width, total, width, color="none", edgecolor="k", hatch="//",
                label="ZeRO formula, float64 mapping" if s == 0 else None)
+    ax.set_ylim(0, 1.08 * ax.get_ylim()[1])
     return _label_stages(fig, ax, width, "bytes per rank",
                          title or "memory per rank: one bar per rank, then the formula")
 
@@ -135,8 +136,9 @@ def _label_stages(fig: Any, ax: Any, width: float, ylabel: str, title: str) -> A
 
     ax.set_xticks(np.arange(len(STAGES)) + 0.4 - width / 2, STAGES)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=11)
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2,
+              frameon=False)                 # below the axes: off the bars
     fig.tight_layout()
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
@@ -175,7 +177,7 @@ def plot_comm(measured: Sequence[dict[str, float | None]], ring_model: dict[str,
     """Per stage: the paper's bytes, the ring model's, then each rank's measured bytes."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 3.8))
+    fig, ax = plt.subplots(figsize=(8, 4.8))
     n = len(measured)
     width = 0.8 / (n + 2)
     x = np.arange(len(STAGES))
@@ -189,11 +191,11 @@ def plot_comm(measured: Sequence[dict[str, float | None]], ring_model: dict[str,
                    label=f"rank {rank}, measured (gloo)")
     for s, stage in enumerate(STAGES):
         tops = [paper[stage], ring_model[stage]] + [m[stage] or 0 for m in measured]
-        text = f"model {ring_model[stage] / ring_model['DP']:.2f}× DP"
+        text = f"× DP:\nmodel {ring_model[stage] / ring_model['DP']:.2f}"
         if measured[0]["DP"] is not None:
-            text += f"\nmeasured (rank 0) {measured[0][stage] / measured[0]['DP']:.2f}× DP"
-        ax.text(s + 0.4 - width / 2, max(tops), text, ha="center", va="bottom", fontsize=8)
-    ax.set_ylim(0, 1.3 * ax.get_ylim()[1])
+            text += f"\nrank 0 {measured[0][stage] / measured[0]['DP']:.2f}"
+        ax.text(s + 0.4 - width / 2, max(tops), text, ha="center", va="bottom", fontsize=9)
+    ax.set_ylim(0, 1.4 * ax.get_ylim()[1])
     return _label_stages(fig, ax, width, "bytes per rank per step",
                          title or "communication per step: paper, ring model, measured")
 

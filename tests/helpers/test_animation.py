@@ -3,14 +3,13 @@ end at the recorded `after` (read back from the drawn artists), and load nothing
 from __future__ import annotations
 
 import copy
-import html
 import json
 
 import matplotlib
 import numpy as np
 import pytest
 
-from animation_checks import FRAME, REMOTE, WRAPPER, ring_texts, written_texts
+from animation_checks import FRAME, REMOTE, players, ring_texts, written_texts
 from helpers.figures.animate_records import animate_record
 from helpers.figures.animate_ring import animate_ring
 from helpers.figures.animate_timeline import animate_barrier, animate_timeline
@@ -248,9 +247,10 @@ def test_shown_html_is_self_contained_light_and_says_what_its_last_frame_shows(m
     assert page.count(FRAME) == anim.frame_count          # every frame, as an embedded PNG
     assert not REMOTE.search(page) and "http://" not in page and "https://" not in page
     assert len(page.encode()) < 300 * 1024, f"{len(page.encode()) / 1024:.0f} KB"
-    match = WRAPPER.search(page)
-    assert int(match.group(1)) == anim.frame_count
-    assert json.loads(html.unescape(match.group(2))) == json.loads(json.dumps(expected_last))
+    [player] = players(page)
+    assert int(player["attrs"]["data-frames"]) == anim.frame_count
+    assert int(player["attrs"]["data-frame"]) == anim.frame_count - 1     # opens on the last
+    assert json.loads(player["attrs"]["data-last-frame"]) == json.loads(json.dumps(expected_last))
     assert not matplotlib.pyplot.fignum_exists(anim._fig.number)   # closed: shown once
 
 

@@ -117,3 +117,21 @@ def test_saved_results_are_strict_json(tmp_path, monkeypatch):
     saved = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
     assert saved == {"sizes": [0, "inf", "-inf"], "gap": "nan"}
     assert [float(v) for v in saved["sizes"]] == [0, math.inf, -math.inf]
+
+
+def test_a_saved_path_shows_no_machine_path(tmp_path, monkeypatch):
+    from IPython.lib.pretty import pretty
+
+    from helpers.paths import REPO_ROOT
+
+    monkeypatch.delenv("TUTORIAL_RESULTS_DIR", raising=False)
+    monkeypatch.setenv("TUTORIAL_BUILD_DIR", str(tmp_path / "b"))
+    path = records.save_results("05_x", {"a": 1})
+    assert path == tmp_path / "b" / "results" / "05_x.json" and path.is_file()
+    assert str(path) == str(tmp_path / "b" / "results" / "05_x.json")   # absolute for code
+    assert repr(path) == pretty(path) == "results/05_x.json"              # the build folder's
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(tmp_path / "elsewhere"))
+    assert repr(records.save_results("05_x", {})) == "elsewhere/05_x.json"
+    in_repo = records.SavedPath(REPO_ROOT / "build" / "results" / "05_x.json")
+    assert repr(in_repo) == "build/results/05_x.json"
+    assert str(tmp_path) not in repr(path) and str(REPO_ROOT) not in repr(in_repo)

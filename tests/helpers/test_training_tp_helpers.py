@@ -134,18 +134,20 @@ def test_torch_against_the_hand_built_model():
     assert "parallelize_module" in table and "3,648" in table and "3,072" in table
 
 
-def test_plot_shards_draws_one_column_per_rank():
-    names = ("W1_shard", "Y1_slice", "W2_shard", "Y2_partial")
-    states = [{"rank": r, **{k: torch.full((3, 2 + r), 10.0 * r + i, dtype=torch.float64)
-                            for i, k in enumerate(names)}} for r in range(2)]
+def test_plot_shards_puts_the_pulled_shards_back_together():
+    # the layout, the outlines and the sums: tests/helpers/test_schemes.py
+    states = [{"rank": r, "W1_shard": torch.full((4, 3), 10.0 * r),
+               "Y1_slice": torch.full((5, 4), 20.0 * r), "W2_shard": torch.full((2, 4), 1.0 + r),
+               "Y2_partial": torch.full((5, 2), 3.0 * r), "Y2": torch.ones(5, 2)}
+              for r in range(2)]
     fig = tp.plot_shards(states, "t")
-    assert len(fig.axes) == len(names) * 2
-    for i, name in enumerate(names):              # a row per tensor, a column per rank
-        for r, state in enumerate(states):
-            ax = fig.axes[i * 2 + r]
-            assert ax.get_title() == f"rank {r}: (3, {2 + r})"
-            (image,) = ax.get_images()
-            assert image.get_array().tolist() == state[name].tolist(), (name, r)
+    w1, y1, w2, *partials, y2 = fig.axes
+    assert w1.get_images()[0].get_array().tolist() == [[0.0] * 3] * 4 + [[10.0] * 3] * 4
+    assert y1.get_images()[0].get_array().tolist() == [[0.0] * 4 + [20.0] * 4] * 5
+    assert w2.get_images()[0].get_array().tolist() == [[1.0] * 4 + [2.0] * 4] * 2
+    assert [p.get_images()[0].get_array().tolist() for p in partials] == [
+        [[0.0] * 2] * 5, [[3.0] * 2] * 5]
+    assert y2.get_images()[0].get_array().tolist() == [[1.0] * 2] * 5
 
 
 # ------------------------------------------------------------ pipeline

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import json
 import os
 import re
 import sys
@@ -27,7 +28,8 @@ def _ranks_reported(nb) -> list[int]:
 
 
 @pytest.mark.notebook
-def test_notebook00_default_reports_each_of_4_ranks_once(tmp_path):
+def test_notebook00_default_reports_each_of_4_ranks_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(tmp_path / "results"))
     nb = execute(NB, tmp_path)
     assert sorted(_ranks_reported(nb)) == [0, 1, 2, 3]
     text = notebook_text(nb)
@@ -54,6 +56,12 @@ def test_notebook00_default_reports_each_of_4_ranks_once(tmp_path):
         ends = {kind: x1 for kind, _, x1 in spans[int(r)]}
         assert abs(ends["waiting in dist.barrier()"] - float(left)) <= 0.005
         assert abs(ends.get("working", 0.0) - float(arrived)) <= 0.005
+    # the timings the index card draws are the ones printed
+    saved = json.loads((tmp_path / "results" / "00_ranks_and_world.json").read_text())
+    assert saved["kind"] == "00_ranks_and_world"
+    assert sorted((t["rank"], round(t["arrived"], 2), round(t["left"], 2))
+                  for t in saved["timings"]) == \
+        sorted((int(r), float(a), float(lft)) for r, a, lft in printed)
 
 
 @pytest.mark.notebook

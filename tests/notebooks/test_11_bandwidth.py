@@ -66,12 +66,7 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
             assert r["busbw"] == pytest.approx(r["algbw"] * FACTOR[collective])
 
     text = notebook_text(nb)
-    for collective in ALL:
-        assert f"# {collective}: world size {N}, backend gloo" in text
-    assert re.search(r"#\s+size\s+count\s+type\s+redop\s+root\s+time\s+algbw\s+busbw", text)
-    for r in rows:  # every saved row is a line of a printed table
-        assert re.search(rf"^\s*{r['bytes']}\s+{r['count']}\s+float\s", text, flags=re.M), r
-    assert text.count("# Avg bus bandwidth") == len(ALL)
+    check_tables(nb, rows)
     assert png_count(nb) >= 5  # busbw, latency, bytes on the wire, α-β fit, ring vs tree
     before_fit = text.split("α-β fit, ring terms")[0]   # the self-checks before the α-β fit
     assert "✓" in before_fit and "✗" not in before_fit
@@ -97,6 +92,34 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     check_alpha_beta_section(text, rows, N)
     check_wire_section(text, json.loads((results / "11_bandwidth_wire.json").read_text()), N,
                        MAX_BYTES, reports)
+
+
+def check_tables(nb, rows: list[dict]) -> None:
+    """The eight nccl-tests tables: one output, each table whole in its text/plain and
+    folded in its text/html under a line naming the collective, its sizes and avg busbw."""
+    [cell] = [c for c in nb.cells if c.cell_type == "code"
+              and c.source.strip() == "nccl_tests_tables(rows)"]
+    [out] = cell.outputs
+    plain, page = out["data"]["text/plain"], out["data"]["text/html"]
+    for collective in ALL:
+        assert f"# {collective}: world size {N}, backend gloo" in plain
+    assert re.search(r"#\s+size\s+count\s+type\s+redop\s+root\s+time\s+algbw\s+busbw", plain)
+    for r in rows:  # every saved row is a line of a printed table
+        assert re.search(rf"^\s*{r['bytes']}\s+{r['count']}\s+float\s", plain, flags=re.M), r
+    assert plain.count("# Avg bus bandwidth") == len(ALL)
+    folds = re.findall(r"<details><summary>([^<]*)</summary><pre>(.*?)</pre></details>", page,
+                       flags=re.S)
+    assert [line.split(" · ")[0] for line, _ in folds] == list(figures.by_collective(rows))
+    assert sorted(line.split(" · ")[0] for line, _ in folds) == sorted(ALL)
+    for line, table in folds:
+        collective = line.split(" · ")[0]
+        mine = [r for r in rows if r["collective"] == collective]
+        average = sum(r["busbw"] for r in mine) / len(mine)
+        assert line == (f"{collective} · {N} ranks · gloo · {len(SIZES)} sizes, "
+                        f"{figures.size_label(min(r['bytes'] for r in mine))} to 1 MiB · "
+                        f"avg busbw {average:.3g} GB/s"), line
+        assert f"# {collective}: world size {N}, backend gloo" in table
+        assert len(re.findall(r"^\s*\d+\s+\d+\s+float\s", table, flags=re.M)) == len(SIZES)
 
 
 def check_wire_section(text: str, traffic: list[dict], n: int, largest: int,
@@ -257,6 +280,13 @@ def test_plots_mark_the_peak_and_skip_zero_busbw():
     small = plot_latency(rows, max_bytes=64)
     xs = {x for line in small.axes[0].get_lines() for x in line.get_xdata()}
     assert xs == {8, 16, 32, 64}
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    for figure in (fig, small):   # the legend beside the axes, never on the data, in the figure
+        renderer = FigureCanvasAgg(figure).get_renderer()   # closed by pyplot: no canvas
+        legend = figure.axes[0].get_legend().get_window_extent(renderer)
+        axes = figure.axes[0].get_window_extent(renderer)
+        assert legend.x0 >= axes.x1 and legend.x1 <= figure.bbox.x1, (legend, axes)
 
 
 class _Handle:

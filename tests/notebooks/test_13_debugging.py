@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import NOTEBOOKS
+from conftest import NOTEBOOKS, REPO
 from notebook_runner import execute, output_text
 from reports import shown_reports
 
@@ -155,6 +155,61 @@ def test_exercise_and_saved_diagnoses(debugging):
     assert [d["group_usable"] for d in history] == [True] * 4 + [False] * 3
     assert history[-1]["failed"][-1]["rank"] == N_RANKS - 1
     assert "died" in history[-1]["failed"][-1]["error"]
+
+
+FAILING = {   # each mistake's cell, the ranks that fail, and the rank whose traceback shows
+    "rank 1: 5 elements": (range(N_RANKS), 0, "Detected mismatch between collectives"),
+    "torch.float64 if rank == 1": (range(N_RANKS), 0, "Detected mismatch between collectives"),
+    "dist.all_gather(pieces, piece)": (range(N_RANKS), 0, "Detected mismatch"),
+    "src=world_size)": (range(N_RANKS), 0, "invalid root rank"),
+    "one tensor short": (range(N_RANKS), 0, "Incorrect input list size"),   # not a timeout
+    "%%px --targets 0": ([0], 0, "failed to pass monitoredBarrier"),
+    "os._exit(1)": (range(N_RANKS), 0, "failed to pass monitoredBarrier"),   # not the dead one
+}
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("marker", sorted(FAILING))
+def test_each_mistake_leads_with_its_diagnosis_then_one_short_traceback(debugging, marker):
+    """What happened, by rank; then one rank's traceback with the cell's own frames; the
+    other ranks' tracebacks folded under one line; no machine path, no "Cell In[..]"."""
+    nb, _ = debugging
+    failed, shown, message = FAILING[marker]
+    cell = cells_after(nb, marker)[0]
+    kinds = [o.output_type for o in cell.outputs]
+    said = [i for i, o in enumerate(cell.outputs)
+            if o.output_type == "stream" and "What happened, by rank:" in o.text]
+    [error] = [i for i, kind in enumerate(kinds) if kind == "error"]
+    assert said and said[0] < error, kinds
+    traceback = "\n".join(cell.outputs[error].traceback)
+    assert traceback.startswith(f"rank {shown} · "), traceback
+    assert message in traceback
+    if "died" not in message:
+        assert "library frames left out: torch/distributed/" in traceback
+    folded = [o for o in cell.outputs[error + 1:] if o.output_type == "display_data"]
+    others = [r for r in failed if r != shown]
+    if others:
+        [fold] = folded
+        listed = ", ".join(map(str, others))
+        summary = f"the other ranks' tracebacks: rank{'s' if len(others) > 1 else ''} {listed}"
+        assert fold.data["text/html"].startswith(f"<details><summary>{summary}</summary>")
+        assert all(f"rank {r} · " in fold.data["text/plain"] for r in others)
+    else:
+        assert not folded
+    text = output_text(cell) + traceback
+    for noise in ("Cell In[", str(REPO), "site-packages", ".venv", "/tmp/"):
+        assert noise not in text, (noise, text)
+
+
+@pytest.mark.notebook
+def test_no_output_holds_a_machine_path(debugging):
+    nb, _ = debugging
+    text = "".join(output_text(c) + "\n".join(
+        line for o in c.outputs if o.output_type == "error" for line in o.traceback)
+        for c in nb.cells if c.cell_type == "code")
+    for noise in (str(REPO), "site-packages", ".venv", "/tmp/", "PosixPath("):
+        assert noise not in text, noise
+    assert "results/13_debugging.json" in text   # what save_results shows
 
 
 # --- the list cases notebook 13 describes, run directly ------------------------------

@@ -175,6 +175,41 @@ def test_a_collective_only_some_ranks_call_raises_within_the_timeout():
         assert time.monotonic() - t0 < 30
 
 
+# A store wait that times out: torch's C++ logs "[W... socket.cpp:469] [c10d] waitForInput:
+# ... likely a timeout" on the waiting rank's stderr (notebook 14's new_group did this).
+STORE_TIMEOUT = """
+import time
+from datetime import timedelta
+store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=timedelta(seconds=1))
+try:
+    store.wait(["never set"])
+except Exception as err:
+    waited = type(err).__name__
+time.sleep(0.5)   # the engine forwards what C++ wrote to fd 2 from a thread: let it
+"""
+
+
+@pytest.mark.parametrize("asked", [None, "WARNING"])
+def test_engine_cpp_warnings_stay_off_the_cell_unless_asked_for(asked, monkeypatch):
+    """The engines start with TORCH_CPP_LOG_LEVEL=ERROR; a level the user set is kept (the
+    WARNING case shows the warning does reach a cell's stderr when it is logged)."""
+    if asked is None:
+        monkeypatch.delenv("TORCH_CPP_LOG_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("TORCH_CPP_LOG_LEVEL", asked)
+    # ipykernel forwards what an engine writes to fd 2 (C++ logs) except under pytest
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    with start_cluster(n_ranks=2, backend="gloo", quiet=True) as cluster:
+        result = cluster.client.direct_view(cluster.engine_ids).execute(STORE_TIMEOUT,
+                                                                         block=True)
+        assert cluster.values("waited") == ["DistStoreError"] * 2
+        stderr = "".join(result.stderr)
+        if asked is None:
+            assert "socket.cpp" not in stderr and "[W" not in stderr, stderr
+        else:
+            assert "socket.cpp" in stderr and "[W" in stderr, stderr
+
+
 KERNEL_SCRIPT = """
 import sys, time
 from helpers.runtime.cluster import start_cluster

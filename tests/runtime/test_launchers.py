@@ -35,7 +35,7 @@ TUTORIAL_VARIABLES = [
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
-    for name in RANK_VARIABLES + TUTORIAL_VARIABLES:
+    for name in RANK_VARIABLES + TUTORIAL_VARIABLES + ["TORCH_CPP_LOG_LEVEL"]:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -83,7 +83,8 @@ def test_local_plan(monkeypatch):
     _assert_unix_socket_controller(plan)
     assert plan.rendezvous_host == "127.0.0.1" and plan.interface == "lo"
     assert plan.config["LocalEngineSetLauncher"] == {
-        "environment": {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"},
+        "environment": {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo",
+                        "TORCH_CPP_LOG_LEVEL": "ERROR"},
         "engine_args": ["--IPEngine.max_heartbeat_misses=0"]}
     # a fresh socket prefix per plan: two clusters never share a socket name
     assert cluster_options(None, 4).cluster_kwargs["controller_ip"] != \
@@ -133,6 +134,7 @@ def test_mpi_plan_as_root_and_not(monkeypatch, open_mpi, euid, root_flag):
     assert not any(k.startswith("OMPI_") for k in
                    plan.config["MPIEngineSetLauncher"]["environment"])
     assert "OMPI_ALLOW_RUN_AS_ROOT" not in os.environ
+    assert plan.config["MPIEngineSetLauncher"]["environment"]["TORCH_CPP_LOG_LEVEL"] == "ERROR"
 
 
 def test_mpi_args_per_implementation(monkeypatch):
@@ -210,7 +212,7 @@ def test_slurm_controller_in_a_job_listens_on_the_interface():
         '{program_and_args} --ip="$IP"')
     assert plan.rendezvous_host == "127.0.0.1" and plan.interface == "lo"
     assert plan.config["SlurmEngineSetLauncher"]["environment"] == {
-        "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+        "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", "TORCH_CPP_LOG_LEVEL": "ERROR"}
 
 
 def test_slurm_controller_next_to_the_notebook(monkeypatch):
@@ -379,3 +381,11 @@ def test_mpi_launch_ranks_and_clean_stop():
         for proc in left:  # do not leave them to the next test
             proc.kill()
     assert left == [], [(p.pid, p.name()) for p in left]
+
+
+def test_the_engines_c_plus_plus_log_level_is_error_unless_the_user_set_one(monkeypatch):
+    assert cluster_options(None, 2).config["LocalEngineSetLauncher"]["environment"][
+        "TORCH_CPP_LOG_LEVEL"] == "ERROR"
+    monkeypatch.setenv("TORCH_CPP_LOG_LEVEL", "INFO")   # asked for: kept
+    assert cluster_options(None, 2).config["LocalEngineSetLauncher"]["environment"][
+        "TORCH_CPP_LOG_LEVEL"] == "INFO"

@@ -32,7 +32,7 @@ def test_all_reduce_notebook_runs_unchanged_on_mpi_engines(tmp_path, monkeypatch
     monkeypatch.setenv("TUTORIAL_LAUNCHER", "mpi")
     nb = execute(NOTEBOOKS / "05_all_reduce.ipynb", tmp_path, n_ranks=4)
     text = notebook_text(nb)
-    assert "4 rank(s) · backend gloo" in text and "· mpi" in text
+    assert "4 rank(s) · backend gloo" in text and "· new engines (mpi launcher)" in text
     records = json.loads((results / "05_all_reduce.json").read_text())
     assert_records_match_model(records, 4)
     assert "✗" not in text

@@ -11,19 +11,25 @@ import re
 import pytest
 
 from conftest import NOTEBOOKS
-from notebook_runner import execute, notebook_text
+from notebook_runner import execute
 
 NB = NOTEBOOKS / "00_ranks_and_world.ipynb"
 REUSED = "warm start: engines reused, group re-created"
 
 
 def start_summary(nb) -> tuple[str, list[int]]:
-    """(how the engines came, per the summary line; the engine pids by rank)."""
-    text = notebook_text(nb)
-    how = re.search(r"rank\(s\) · backend \w+ · .* · checks \w+ · (.+)$", text, flags=re.M)
-    assert how, "no start-cell summary line in the notebook's output"
+    """(how the engines came, per the summary line; the engine pids by rank).
+
+    Read from the start cell's text/plain (its text/html folds the same table).
+    """
+    start = [c for c in nb.cells if c.cell_type == "code" and "start_cluster(" in c.source][0]
+    [shown] = [out for out in start.outputs if "text/plain" in out.get("data", {})]
+    text = shown["data"]["text/plain"]
+    line = text.splitlines()[0]
+    assert re.match(r"\d+ rank\(s\) · backend \w+ · ", line), text
     pids = [int(p) for p in re.findall(r"^\s*\d+\s+cpu\s+\S+\s+(\d+)\s", text, flags=re.M)]
-    return how.group(1).strip(), pids
+    assert f"<summary>{line}</summary>" in shown["data"]["text/html"]   # the table, folded
+    return line.split(" · ")[-1], pids
 
 
 @pytest.mark.notebook

@@ -5,6 +5,7 @@ output says "engines registered n/N"; its last update is the summary, without th
 """
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -94,7 +95,9 @@ print(json.dumps({"timings": timings, "wall": wall, "stop": time.perf_counter() 
     lines = out.stdout.strip().splitlines()
     result = json.loads(lines[-1])
     printed = "\n".join(lines[:-1])
-    assert printed.startswith("2 rank(s) · backend gloo"), printed
+    assert printed.startswith("2 rank(s) · backend gloo · new engines (local launcher)\n"), \
+        printed
+    assert re.search(r"^\s+1\s+cpu\s+\S+\s+\d+\s+\d+$", printed, re.M)   # the table, as text
     assert PROGRESS_MARKER not in printed and "waiting" not in printed
     assert re.search(r"^started in [\d.]+ s: controller [\d.]+ s · ", printed, re.M)
     assert list(result["timings"]) == list(COLD_STAGES)
@@ -153,6 +156,14 @@ def test_a_kernel_start_cell_shows_live_progress_then_only_the_summary():
     assert counts and counts == sorted(counts), texts
     assert texts[-1].startswith("2 rank(s) · backend gloo"), texts[-1]
     assert PROGRESS_MARKER not in texts[-1]
+    # on the page: one line, the table of ranks folded under it (text/plain keeps both)
+    line, *details = texts[-1].splitlines()
+    assert line == "2 rank(s) · backend gloo · new engines (local launcher)", texts[-1]
+    assert len(details) == 5, texts[-1]   # settings, header, 2 ranks, timings
+    assert re.match(r"\s+0\s+cpu\s", details[2]) and details[-1].startswith("started in")
+    page = displays[-1]["content"]["data"]["text/html"]
+    assert page.startswith(f"<details><summary>{line}</summary><pre>"), page
+    assert page.endswith("</pre></details>") and html.escape(details[-1]) in page
     streams = [m for m in messages if m["header"]["msg_type"] == "stream"]
     assert not any("rank(s)" in m["content"]["text"] for m in streams), "summary twice"
 

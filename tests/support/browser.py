@@ -198,3 +198,21 @@ def execute_in_kernel(base: str, token: str, kernel_id: str, code: str,
     finally:
         conn.close()
     return found
+
+
+VISIBLE_TEXT_JS = """(root) => {
+  const walker = document.createTreeWalker(root || document.body, NodeFilter.SHOW_TEXT);
+  const out = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement;
+    if (el && el.checkVisibility({visibilityProperty: true, opacityProperty: true}))
+      out.push(node.textContent);
+  }
+  return out.join("");
+}"""
+
+
+def visible_text(page, selector: str = "body") -> str:
+    """The text a reader sees under `selector`: the content of a closed <details>, which
+    innerText still holds in Chromium, is left out."""
+    return page.eval_on_selector(selector, VISIBLE_TEXT_JS)

@@ -11,8 +11,17 @@ def execute(notebook: Path, out_dir: Path, cell_timeout_s: int = 600,
     """Run `notebook` with papermill, `parameters` injected; return the executed copy."""
     from tools.execute import run_notebook
 
+    import os
+
     out = out_dir / f"{notebook.stem}-{'-'.join(f'{k}{v}' for k, v in parameters.items()) or 'default'}.ipynb"
-    run_notebook(notebook, out, parameters, cell_timeout_s=cell_timeout_s)
+    # ipykernel forwards what a process writes to fd 2 (torch's C++ logs) except under
+    # pytest: without the variable the kernel and its engines show what a build shows.
+    under_test = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        run_notebook(notebook, out, parameters, cell_timeout_s=cell_timeout_s)
+    finally:
+        if under_test is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = under_test
     return nbformat.read(out, as_version=4)
 
 

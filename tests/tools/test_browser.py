@@ -1,11 +1,14 @@
-"""The built HTML pages, opened from disk in headless Chromium, as a reader would open them.
+"""The book's pages of real notebooks, opened from disk in headless Chromium, as a reader
+would open them.
 
-A session fixture builds three notebooks with `python -m tools.build` into a
-temporary folder; every page of its html/ folder is then loaded over file:// with
-the network cut: nothing may be requested from anywhere else, no image may be
-broken, no script may fail, and no terminal residue (ANSI codes, progress bars)
-may show. A full-page screenshot of each page goes to build/screenshots/
-($TUTORIAL_BUILD_DIR/screenshots when set) for a person to look at.
+A session fixture builds BUILT with `python -m tools.build` (real kernels and engines, then
+Sphinx) into a temporary folder; every page of its html/ folder is then loaded over file://
+with the network cut, at 1280 and at 420 px: nothing may be requested from anywhere else,
+no image may be broken, no script may fail, no terminal residue, build-machine path or C++
+log line may show, no exercise's answer or verdict may be visible before the reader unfolds
+it, no animation may open on an empty frame, the phone layout may not scroll sideways, and
+no page (with its own images) may weigh over 1 MB. Screenshots of each page at both widths
+go to build/screenshots/ ($TUTORIAL_BUILD_DIR/screenshots when set) for a person to look at.
 """
 from __future__ import annotations
 
@@ -15,17 +18,29 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import nbformat
 import pytest
 
 import browser
+from animation_checks import displayed_frames
 from conftest import NOTEBOOKS, REPO
 from notebook_runner import run_bounded
+from tools.exercises import student_stub
 
-# 11: a progress bar and plots; 13: tracebacks raised on purpose, shown as a page.
-BUILT = ["00_ranks_and_world", "01_scatter", "05_all_reduce", "11_bandwidth", "13_debugging"]
-PAGES_WITH_PLOTS = {"01_scatter", "05_all_reduce", "11_bandwidth"}
-BUILD_TIMEOUT_S = 1200      # five notebooks, ~20-70 s each on an idle 2-core machine
+# 00 and 05: animations; 05 an exercise; 11 a progress bar, tables and plots; 13 tracebacks
+# raised on purpose; 18 a parallelism scheme and a timeline animation.
+BUILT = ["00_ranks_and_world", "05_all_reduce", "11_bandwidth", "13_debugging",
+         "18_pipeline_parallel"]
+PAGES_WITH_PLOTS = {"05_all_reduce", "11_bandwidth", "18_pipeline_parallel"}
+PAGES_WITH_ANIMATIONS = {"00_ranks_and_world", "05_all_reduce", "18_pipeline_parallel"}
+BUILD_TIMEOUT_S = 1200      # five notebooks, ~20-90 s each on an idle 2-core machine
 PAGE_TIMEOUT_MS = 60_000
+MAX_PAGE_BYTES = 1_000_000
+MIN_INK = 0.1    # blank timelines (axes and labels only) ink 4-5 %, the results shown 13-44 %
+MACHINE_PATH = re.compile(r"(?:/work/|/tmp/|/root/|/home/|\.venv/|site-packages|"
+                          r"PosixPath\(|" + re.escape(str(REPO)) + ")")
+CPP_LOG = re.compile(r"(?:^|\]:)\[[EWIF]\d{4} ", flags=re.M)    # glog: [rank0]:[E1201 …
+VERDICT = re.compile(r"Your prediction of|All ranks right!|\d+ of \d+ ranks right")
 
 pytestmark = pytest.mark.notebook
 
@@ -68,79 +83,159 @@ def chromium():
         yield b
 
 
+PAGE_JS = """() => ({
+  title: document.title,
+  h1: (document.querySelector('h1') || {innerText: ''}).innerText.replace('#', '').trim(),
+  images: [...document.images].map(i => i.getAttribute('src')),
+  px_cells: [...document.querySelectorAll('div.cell_input pre')]
+            .filter(p => p.innerText.startsWith('%%px'))
+            .map(p => p.querySelectorAll('.k, .kn, .nb, .n').length),
+  links: [...document.querySelectorAll('a[href]')].map(a => a.href),
+  width: [document.documentElement.scrollWidth, window.innerWidth],
+})"""
+
+
 @pytest.fixture(scope="module")
 def pages(html_dir, chromium, pytestconfig) -> dict[str, dict]:
-    """Load every page of html/ from disk, network cut; screenshot it; note what went wrong."""
+    """Load every page of html/ from disk, network cut, at both widths; screenshot it."""
     shots = _screenshot_dir()
     shots.mkdir(parents=True, exist_ok=True)
     message = f"screenshots of the built pages: {shots}"
-    print(message)
     reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:   # shown even when output is captured
         reporter.write_line(f"\n{message}")
     seen = {}
     for path in sorted(html_dir.glob("*.html")):
-        context = chromium.new_context(viewport=browser.VIEWPORT)
-        try:
-            foreign = browser.block_network(context)
-            page = context.new_page()
-            watch = browser.PageWatch(page)
-            page.goto(path.as_uri(), wait_until="load", timeout=PAGE_TIMEOUT_MS)
-            page.evaluate("() => document.fonts.ready.then(() => true)")
-            page.wait_for_timeout(300)   # late script errors, lazy layout
-            page.screenshot(path=str(shots / f"{path.stem}.png"), full_page=True,
-                            timeout=PAGE_TIMEOUT_MS)
-            seen[path.stem] = {
-                "path": path,
-                "text": page.inner_text("body"),
-                "broken_images": browser.broken_images(page),
-                "plots": browser.plot_count(page),
-                "links": page.eval_on_selector_all("a[href]", "els => els.map(a => a.href)"),
-                "stdout_order": page.eval_on_selector_all(
-                    ".jp-OutputArea-output",
-                    r"""els => els.map(el => [...el.innerText.matchAll(/\[stdout:(\d+)\]/g)]
-                                         .map(m => Number(m[1]))).filter(ids => ids.length)"""),
-                "errors": list(watch.errors),
-                "failed_requests": list(watch.failed_requests),
-                "foreign_requests": list(foreign),
-            }
-        finally:
-            context.close()
+        if path.stem in ("genindex", "search"):
+            continue
+        for width in (1280, 420):
+            context = chromium.new_context(viewport={"width": width, "height": 900})
+            try:
+                foreign = browser.block_network(context)
+                page = context.new_page()
+                watch = browser.PageWatch(page)
+                page.goto(path.as_uri(), wait_until="load", timeout=PAGE_TIMEOUT_MS)
+                page.evaluate("() => document.fonts.ready.then(() => true)")
+                page.wait_for_timeout(300)   # late script errors, lazy layout
+                page.screenshot(path=str(shots / f"{path.stem}-{width}.png"), full_page=True,
+                                timeout=PAGE_TIMEOUT_MS)
+                seen[path.stem, width] = {
+                    **page.evaluate(PAGE_JS),
+                    "outputs": page.eval_on_selector_all(   # what a reader sees of each
+                        "div.cell_output", f"els => els.map(e => ({browser.VISIBLE_TEXT_JS})(e))"),
+                    "path": path,
+                    "text": page.inner_text("body"),
+                    "visible": browser.visible_text(page),
+                    "broken_images": browser.broken_images(page),
+                    "animations": displayed_frames(page) if width == 1280 else [],
+                    "errors": list(watch.errors),
+                    "failed_requests": list(watch.failed_requests),
+                    "foreign_requests": list(foreign),
+                }
+            finally:
+                context.close()
     return seen
 
 
+ALL = ["index", *BUILT]
+
+
 def test_every_built_notebook_has_a_page(pages):
-    assert set(pages) == {"index", *BUILT}
+    assert {stem for stem, _ in pages} == set(ALL)
 
 
-@pytest.mark.parametrize("stem", ["index", *BUILT])
+@pytest.mark.parametrize("stem", ALL)
 def test_page_loads_from_disk_with_no_network_and_no_error(pages, stem):
-    page = pages[stem]
-    assert page["foreign_requests"] == [], \
-        f"{stem}.html asks for something that is not on disk: {page['foreign_requests']}"
-    assert page["errors"] == [], f"{stem}.html: {page['errors']}"
-    assert page["failed_requests"] == [], f"{stem}.html: {page['failed_requests']}"
+    for width in (1280, 420):
+        page = pages[stem, width]
+        assert page["foreign_requests"] == [], \
+            f"{stem}.html asks for something that is not on disk: {page['foreign_requests']}"
+        assert page["errors"] == [], f"{stem}.html: {page['errors']}"
+        assert page["failed_requests"] == [], f"{stem}.html: {page['failed_requests']}"
+        assert page["broken_images"] == [], f"{stem}.html: {page['broken_images']}"
 
 
-@pytest.mark.parametrize("stem", ["index", *BUILT])
-def test_no_broken_image_and_plots_are_drawn(pages, stem):
-    page = pages[stem]
-    assert page["broken_images"] == [], f"{stem}.html: {page['broken_images']}"
-    if stem in PAGES_WITH_PLOTS:
-        assert page["plots"] >= 1, f"{stem}.html shows no plot"
+@pytest.mark.parametrize("stem", BUILT)
+def test_the_page_title_is_the_notebook_heading(pages, stem):
+    page = pages[stem, 1280]
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    heading = re.search(r"^# (.+)$", nb.cells[0].source, flags=re.M).group(1).replace("`", "")
+    assert page["h1"] == heading
+    assert page["title"].startswith(heading + " "), page["title"]
 
 
-@pytest.mark.parametrize("stem", ["index", *BUILT])
-def test_no_terminal_residue_in_the_page_text(pages, stem):
-    text = pages[stem]["text"]
+@pytest.mark.parametrize("stem", ALL)
+def test_the_phone_layout_does_not_scroll_sideways(pages, stem):
+    scroll, window = pages[stem, 420]["width"]
+    assert scroll <= window, f"{stem}.html is {scroll} px wide in a {window} px window"
+
+
+@pytest.mark.parametrize("stem", ALL)
+def test_no_page_weighs_over_1_mb_with_its_own_images(pages, html_dir, stem):
+    page = pages[stem, 1280]
+    own = {src for src in page["images"] if src and src.startswith("_images/")}
+    weight = page["path"].stat().st_size + sum((html_dir / src).stat().st_size for src in own)
+    assert weight <= MAX_PAGE_BYTES, f"{stem}.html weighs {weight / 1e6:.2f} MB"
+
+
+@pytest.mark.parametrize("stem", ALL)
+def test_no_terminal_residue_on_the_page(pages, stem):
+    text = pages[stem, 1280]["text"]
     for name, pattern in [("ANSI escape", browser.ANSI), ("progress bar", browser.PROGRESS_BAR)]:
         found = [text[max(m.start() - 60, 0):m.end() + 60] for m in pattern.finditer(text)]
         assert not found, f"{stem}.html shows {name} residue: {found[:3]}"
 
 
+@pytest.mark.parametrize("stem", BUILT)
+def test_no_output_holds_a_machine_path_or_a_cpp_warning(pages, stem):
+    outputs = pages[stem, 1280]["outputs"]
+    for name, pattern in [("build-machine path", MACHINE_PATH), ("C++ log line", CPP_LOG)]:
+        found = [text[max(m.start() - 60, 0):m.end() + 60]
+                 for text in outputs for m in pattern.finditer(text)]
+        assert not found, f"{stem}.html shows {name}: {found[:3]}"
+
+
+@pytest.mark.parametrize("stem", BUILT)
+def test_no_exercise_answer_or_verdict_is_visible_before_it_is_unfolded(pages, stem):
+    page = pages[stem, 1280]
+    shown = VERDICT.findall(page["visible"])
+    assert not shown, f"{stem}.html shows an exercise's verdict unasked: {shown}"
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if "solution" in cell.metadata.get("tags", []):
+            # what the answer adds to the reader's empty cell
+            given = {line.strip() for line in student_stub(cell).splitlines()}
+            answer = [line.strip() for line in cell.source.splitlines()
+                      if len(line.strip()) > 8 and line.strip() not in given]
+            assert answer, f"{stem}: the answer adds nothing to the reader's cell"
+            shown = [line for line in answer if line in page["visible"]]
+            assert not shown, f"{stem}.html shows the answer: {shown}"
+
+
+@pytest.mark.parametrize("stem", sorted(PAGES_WITH_ANIMATIONS))
+def test_no_animation_opens_on_an_empty_frame(pages, stem):
+    shown = pages[stem, 1280]["animations"]
+    assert shown, f"{stem}.html has no animation"
+    for anim in shown:
+        assert anim["index"] == anim["count"] - 1, f"{stem}.html opens on frame {anim}"
+        assert anim["ink"] > MIN_INK, f"{stem}.html opens on an empty frame: {anim}"
+
+
+@pytest.mark.parametrize("stem", sorted(PAGES_WITH_PLOTS))
+def test_plots_are_drawn(pages, stem):
+    plots = [src for src in pages[stem, 1280]["images"] if src and src.endswith(".png")]
+    assert plots, f"{stem}.html shows no plot"
+
+
+def test_the_px_code_is_highlighted_as_python(pages):
+    counts = pages["05_all_reduce", 1280]["px_cells"]
+    assert len(counts) >= 4, counts
+    assert all(n >= 5 for n in counts), f"a %%px cell is not highlighted: {counts}"
+
+
 def test_index_links_resolve_to_existing_pages(pages, html_dir):
     local = []
-    for href in pages["index"]["links"]:
+    for href in pages["index", 1280]["links"]:
         url = urlparse(href)
         if url.scheme != "file":
             continue
@@ -151,26 +246,35 @@ def test_index_links_resolve_to_existing_pages(pages, html_dir):
         assert (html_dir / f"{stem}.html").resolve() in local, f"index.html has no link to {stem}"
 
 
-def test_engine_output_is_grouped_by_rank_in_rank_order(pages):
+def test_outputs_that_name_their_ranks_have_no_engine_headers_and_keep_rank_order(pages):
     for stem in BUILT:
-        for ids in pages[stem]["stdout_order"]:
-            assert ids == sorted(set(ids)), \
-                f"{stem}.html: %%px output not one block per engine in engine order: {ids}"
-    blocks = pages["00_ranks_and_world"]["stdout_order"]
-    assert [0, 1, 2, 3] in blocks, f"00: no %%px output from engines 0..3 in order: {blocks}"
-    assert "only rank 0 runs this cell" in pages["00_ranks_and_world"]["text"]
+        for text in pages[stem, 1280]["outputs"]:
+            ids = [int(n) for n in re.findall(r"\[stdout:(\d+)\]", text)]
+            assert ids == sorted(set(ids)), f"{stem}.html: %%px output out of order: {ids}"
+            # a header is left only where an engine printed a line that does not name it
+            for n, body in re.findall(r"^\[stdout:(\d+)\] ?\n(.*?)(?=^\[stdout:|\Z)", text,
+                                      flags=re.M | re.S):
+                lines = body.rstrip("\n").split("\n")
+                assert not all(re.match(rf"rank {n}\b", line) or line.startswith(" ")
+                               for line in lines), f"{stem}.html: a needless header: {body!r}"
+    outputs = pages["00_ranks_and_world", 1280]["outputs"]
+    ranks = [re.findall(r"^rank (\d) of 4", text, flags=re.M) for text in outputs]
+    assert ["0", "1", "2", "3"] in ranks, f"00: no output with ranks 0..3 in order: {ranks}"
+    shown = next(text for text, r in zip(outputs, ranks) if r == ["0", "1", "2", "3"])
+    assert "[stdout:" not in shown
+    assert "only rank 0 runs this cell" in pages["00_ranks_and_world", 1280]["text"]
 
 
 def test_page_shows_the_per_rank_checks(pages):
-    for stem in PAGES_WITH_PLOTS:
-        text = pages[stem]["text"]
+    for stem in ["05_all_reduce"]:
+        text = pages[stem, 1280]["visible"]
         for rank in range(4):
             assert re.search(rf"rank {rank} ✓", text), f"{stem}.html: no 'rank {rank} ✓' line"
         assert not re.search(r"rank \d+ ✗", text), f"{stem}.html: a rank failed its check"
 
 
 def test_debugging_page_shows_each_error_and_its_diagnosis(pages):
-    text = pages["13_debugging"]["text"]
+    text = pages["13_debugging", 1280]["text"]
     assert "Detected mismatch between collectives" in text
     assert text.count("What happened, by rank:") >= 6
     assert "did not run this cell" in text and "its engine process died" in text

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -45,15 +46,24 @@ def test_a_page_per_notebook_and_an_index(built):
     tmp, good, first = built
     assert first.returncode == 0, first.stdout + first.stderr
     assert "91_good.ipynb" in first.stdout and " ok" in first.stdout
-    page = (tmp / "build" / "html" / "91_good.html").read_text()
-    assert "hello from the page" in page and "data:image/png;base64," in page
-    assert oct((tmp / "build" / "html" / "91_good.html").stat().st_mode & 0o777) == "0o644"
-    index = (tmp / "build" / "html" / "index.html").read_text()
+    assert "site (cards, Sphinx)" in first.stdout and "1 pages" in first.stdout
+    html = tmp / "build" / "html"
+    page = (html / "91_good.html").read_text()
+    assert "hello from the page" in page
+    assert "<title>99 · tiny" in page           # the page's title is the notebook's heading
+    plots = re.findall(r'<img[^>]+src="(_images/[^"]+\.png)"', page)
+    assert plots and all((html / src).stat().st_size > 0 for src in plots), plots
+    assert oct((html / "91_good.html").stat().st_mode & 0o777) == "0o644"
+    # the download button offers the executed notebook, as it ran
+    assert (html / "_sources" / "91_good.ipynb").read_bytes() == \
+        (tmp / "build" / "executed" / "91_good.ipynb").read_bytes()
+    index = (html / "index.html").read_text()
     assert 'href="91_good.html"' in index and "99 · tiny" in index and "A line" in index
-    assert 'src="thumbs/91_good.png"' in index
-    assert (tmp / "build" / "html" / "thumbs" / "91_good.png").stat().st_size > 0
+    assert 'src="_static/thumbs/91_good.png"' in index
+    assert (html / "_static" / "thumbs" / "91_good.png").stat().st_size > 0
     for stamp in ("torch 2.13.0", "backend gloo", "world size 4", "CPU"):
         assert stamp in index
+    assert not [p.name for p in html.parent.iterdir() if p.name.startswith(".site-")]
 
 
 PRIVATE_KERNEL = (
@@ -102,17 +112,36 @@ def test_changed_notebook_or_settings_are_executed_again(built, monkeypatch):
 
 
 def test_a_failing_notebook_is_named_with_its_cell_and_keeps_the_old_page(tmp_path):
-    bad = _notebook(tmp_path / "92_bad.ipynb", "x = 1", "raise RuntimeError('boom in cell two')")
-    old_page = tmp_path / "build" / "html" / "92_bad.html"
-    old_page.parent.mkdir(parents=True)
-    old_page.write_text("the last good page")
+    source = tmp_path / "92_bad.ipynb"
+    good = _notebook(source, "print('the last good run')")
+    assert _build(tmp_path, good).returncode == 0
+    page = tmp_path / "build" / "html" / "92_bad.html"
+    assert "the last good run" in page.read_text()
+    bad = _notebook(source, "x = 1", "raise RuntimeError('boom in cell two')")
     run = _build(tmp_path, bad)
     assert run.returncode == 1
     assert "92_bad.ipynb" in run.stdout and "FAILED in cell [2]" in run.stdout
     assert "boom in cell two" in run.stdout
-    assert old_page.read_text() == "the last good page"
-    leftovers = [p.name for p in old_page.parent.iterdir() if p.name.endswith(".tmp")]
+    assert "the last good run" in page.read_text()      # the page of the last good run
+    leftovers = [p.name for folder in (page.parent, page.parent.parent / "executed")
+                 for p in folder.iterdir() if p.name.endswith(".tmp")]
     assert not leftovers
+
+
+def test_a_failed_render_leaves_the_old_site_whole(tmp_path, monkeypatch):
+    from tools import site
+
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "index.html").write_text("the old site")
+    book = tmp_path / "book"
+    (book / "_static").mkdir(parents=True)
+    (book / "conf.py").write_text("raise RuntimeError('a broken configuration')\n")
+    monkeypatch.setattr(site, "BOOK_DIR", book)
+    with pytest.raises(RuntimeError, match="sphinx-build exited"):
+        site.render([], html, tmp_path / "thumbs", "stamp")
+    assert (html / "index.html").read_text() == "the old site"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book", "html"]   # nothing half-written
 
 
 def _source_copy(tmp_path):
@@ -140,16 +169,16 @@ def test_only_what_a_notebook_uses_executes_it_again(tmp_path, monkeypatch, caps
     original = build.fingerprint
     monkeypatch.setattr(build, "fingerprint", lambda nb: original(nb, root))
     monkeypatch.setattr(build, "execute", fake_execute)
-    monkeypatch.setattr(build, "to_html", lambda nb: "<body>page</body>")
     monkeypatch.setattr(build, "write_card_picture", lambda stem, nb: "")
-    monkeypatch.setattr(build, "write_index", lambda notebooks: None)
+    monkeypatch.setattr(build.site, "render", lambda *args: None)
     for name in ("HTML_DIR", "STAMP_DIR", "EXECUTED_DIR"):
         monkeypatch.setattr(build, name, tmp_path / "build" / name.lower())
 
     assert len(notebooks) >= 20     # 00-19
     assert build.build(notebooks) == 0 and executed == [p.name for p in notebooks]
     executed.clear()
-    for tooling in ("classroom.py", "shared_cells.py", "gpu_check.py", "build.py"):
+    for tooling in ("classroom.py", "shared_cells.py", "gpu_check.py", "build.py", "site.py",
+                    "pages.py"):
         with open(root / "tools" / tooling, "a") as f:
             f.write("\n# an edit to the site tooling\n")
     assert build.build(notebooks) == 0 and executed == []     # executes nothing

@@ -9,7 +9,8 @@ import nbformat
 import pytest
 
 from conftest import NOTEBOOKS, REPO
-from tools.classroom import make_student, student_copy, student_stub
+from tools.classroom import make_student, student_copy
+from tools.exercises import student_stub
 import browser
 from notebook_runner import execute, notebook_text
 

@@ -1,56 +1,283 @@
-"""The index cards' pictures (tools.thumbnails): per-rank results, notebook 13's diagnosis."""
+"""The index cards' pictures (tools.thumbnails): one size, large text, each notebook's own result.
+
+The results files are made by the real helpers (records.record_from_states, run_record,
+diagnose, ring_model, the examples' model), shaped as the notebooks save them.
+"""
 from __future__ import annotations
 
 import io
 import json
+from types import SimpleNamespace
 
+import numpy as np
+import pytest
 from matplotlib.image import imread
+from matplotlib.colors import to_rgb
+from matplotlib.text import Text
 
-from tools.thumbnails import WIDTH_PX, diagnosis_figure, thumbnail
+from tools.thumbnails import (BAD, HEIGHT_PX, MIN_FONT, WIDTH_PX, figure_for, letterbox, png,
+                              thumbnail)
 
-
-def _record(world_size: int) -> dict:
-    return {"collective": "all_reduce", "backend": "gloo", "world_size": world_size,
-            "dtype": "float32", "params": {"op": "SUM"},
-            "ranks": [{"rank": r, "device": "cpu",
-                       "before": {"tensor": {"values": [r + 1.0], "dtype": "float32",
-                                             "device": "cpu"}},
-                       "after": {"tensor": {"values": [10.0], "dtype": "float32",
-                                            "device": "cpu"}}} for r in range(world_size)]}
+N = 4
 
 
-def test_a_saved_record_gives_its_rank_panels_without_the_diagram(tmp_path):
-    from helpers.figures.plots import plot_record
-
-    (tmp_path / "05_all_reduce.json").write_text(json.dumps({"all_reduce": _record(4)}))
-    image = imread(io.BytesIO(thumbnail("05_all_reduce", tmp_path)), format="png")
-    panels_only = plot_record(_record(4))
-    assert [ax.get_gid() for ax in panels_only.axes] == [f"rank{r}" for r in range(4)]
-    assert image.shape[1] == WIDTH_PX
-    ratio = panels_only.get_figheight() / panels_only.get_figwidth()
-    assert abs(image.shape[0] / image.shape[1] - ratio) < 0.01
+def _cluster(n: int = N) -> SimpleNamespace:
+    return SimpleNamespace(backend="gloo", world_size=n,
+                           ranks=[SimpleNamespace(rank=r, device="cpu") for r in range(n)])
 
 
-def test_notebook_13_gets_its_diagnosis_by_rank(tmp_path):
-    history = [{"failed": [{"rank": 0, "meaning": "a peer rank went away", "survives": False,
-                            "error": "RuntimeError: reset"}],
-                "skipped": [], "absent": [], "group_usable": False},
-               {"failed": [{"rank": 1, "meaning": "it waited the whole timeout",
-                            "survives": False, "error": "RuntimeError: Timed out"}],
-                "skipped": [2, 3], "absent": [], "group_usable": False}]
-    (tmp_path / "13_debugging.json").write_text(json.dumps(history))
-    assert imread(io.BytesIO(thumbnail("13_debugging", tmp_path)), format="png").shape[1] \
-        == WIDTH_PX
-    texts = [t.get_text() for ax in diagnosis_figure(history).axes for t in ax.texts]
-    assert [t for t in texts if t.startswith("rank ")] == [f"rank {r}" for r in range(4)]
-    assert texts.count("did not\nrun the cell") == 2 and "ran it" in texts   # rank 0 ran it
-    assert "✗ failed\nit waited the\nwhole timeout" in texts
+def _record(collective: str, params: dict, size: int = 2) -> dict:
+    from helpers.collectives.examples import example_befores, model_after
+    from helpers.records import record_from_states
+
+    befores = example_befores(collective, N, params, size=size)
+    afters = model_after(collective, befores, params)
+    return record_from_states(_cluster(), collective, params,
+                              [{"before": b, "after": a} for b, a in zip(befores, afters)])
 
 
-def test_no_saved_results_means_the_page_plot(tmp_path):
+def _save(tmp_path, name: str, data) -> None:
+    (tmp_path / name).write_text(json.dumps(data))
+
+
+def _card(tmp_path, stem: str):
+    """(the figure, the decoded PNG) of a card, after the checks every card must pass."""
+    fig = figure_for(stem, tmp_path)
+    assert fig is not None
+    image = imread(io.BytesIO(thumbnail(stem, tmp_path)), format="png")
+    assert image.shape[:2] == (HEIGHT_PX, WIDTH_PX)                 # one size for every card
+    assert image[..., :3].std() > 0.1                              # not blank
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    assert texts and min(t.get_fontsize() for t in texts) >= MIN_FONT   # ≥ 10 px on a card
+    return fig, image
+
+
+def _gids(fig) -> list[str]:
+    return [a.get_gid() for a in fig.findobj() if a.get_gid()]
+
+
+def test_a_collective_record_is_every_rank_before_and_after(tmp_path):
+    _save(tmp_path, "01_scatter.json", [_record("scatter", {"src": 0})])
+    fig, _ = _card(tmp_path, "01_scatter")
+    gids = _gids(fig)
+    # rank 0 (src) passes scatter_list: one cell per rank's piece; the others pass None
+    assert [g for g in gids if g.startswith("before0[")] == [
+        "before0[0]=1", "before0[1]=2", "before0[2]=3", "before0[3]=4"]
+    assert {"before1=None", "before2=None", "before3=None"} <= set(gids)
+    assert [g for g in gids if g.startswith("after")] == [f"after{r}[0]={r + 1}" for r in range(N)]
+    assert "rank 0 · src" in [t.get_text() for t in fig.findobj(Text)]
+
+
+def test_a_file_of_several_records_shows_the_first(tmp_path):
+    _save(tmp_path, "05_all_reduce.json", [_record("all_reduce", {"op": "SUM"}, size=1),
+                                          _record("broadcast", {"src": 0})])
+    fig, _ = _card(tmp_path, "05_all_reduce")
+    assert [g for g in _gids(fig) if g.startswith("after")] == [
+        f"after{r}[0]=64" for r in range(N)]                        # 1 + 11 + 21 + 31
+
+
+def test_08_is_the_transpose_grid(tmp_path):
+    _save(tmp_path, "08_all_to_all.json", [_record("all_to_all", {})])
+    fig, _ = _card(tmp_path, "08_all_to_all")
+    cells = {g.split("=")[0]: g.split("=")[1] for g in _gids(fig) if "][" in g}
+    assert len(cells) == 2 * N * N
+    assert all(cells[f"received[{j}][{i}]"] == cells[f"sent[{i}][{j}]"]
+               for i in range(N) for j in range(N))
+    assert cells["sent[1][2]"] == "13"
+    assert fig.texts[0].get_text().endswith("✓")
+
+
+def test_10_is_the_ring_grid_with_the_measured_states(tmp_path):
+    from helpers.collectives.ring import example_data, ring_model
+
+    data = example_data(N)
+    trace = ring_model(data)
+    record = _record("all_reduce", {"op": "SUM"}, size=N)
+    for r, rank in enumerate(record["ranks"]):
+        rank["before"]["tensor"] = data[r].tolist()
+    record["ring_states"] = trace.tensors().tolist()               # (steps, rank, elements)
+
+    def framed_red(fig) -> list[str]:
+        return [p.get_gid() for p in fig.axes[0].patches
+                if np.allclose(p.get_edgecolor()[:3], to_rgb(BAD), atol=0.01)]
+
+    _save(tmp_path, "10_ring_all_reduce.json", [record])
+    fig, _ = _card(tmp_path, "10_ring_all_reduce")
+    cells = [g for g in _gids(fig) if g.startswith("step")]
+    assert len(cells) == len(trace.steps) * N * N == (2 * (N - 1) + 1) * N * N
+    assert not framed_red(fig)
+    record["ring_states"][-1][0][0] = 999.0                       # a wrong last state: framed
+    _save(tmp_path, "10_ring_all_reduce.json", [record])
+    assert framed_red(figure_for("10_ring_all_reduce", tmp_path)) == [
+        f"step{len(trace.steps) - 1}:rank0:chunk0"]
+
+
+def test_00_is_each_rank_working_then_waiting_in_the_barrier(tmp_path):
+    from matplotlib.patches import Rectangle
+
+    timings = [{"rank": r, "arrived": 0.2 * r, "left": 0.61} for r in range(N)]
+    _save(tmp_path, "00_ranks_and_world.json",
+          {"kind": "00_ranks_and_world", "timings": timings})
+    fig, _ = _card(tmp_path, "00_ranks_and_world")
+    boxes = {a.get_gid(): a for a in fig.findobj(Rectangle) if a.get_gid()}
+    for t in timings:
+        working, waiting = boxes[f"rank{t['rank']}:working"], boxes[f"rank{t['rank']}:waiting"]
+        # the waits all end together; each rank's work is as long as it was late
+        assert waiting.get_x() + waiting.get_width() == pytest.approx(
+            boxes["rank0:waiting"].get_x() + boxes["rank0:waiting"].get_width())
+        assert working.get_width() == pytest.approx(
+            (waiting.get_x() + waiting.get_width() - working.get_x()) * t["arrived"] / 0.61)
+
+
+def test_11_is_the_busbw_curves(tmp_path):
+    rows = [{"collective": c, "bytes": b, "busbw": b / 1e6 * (k + 1), "algbw": 0.0,
+             "backend": "gloo", "world_size": N, "dtype": "float32", "time_us": 1.0}
+            for k, c in enumerate(("all_reduce", "all_gather")) for b in (0, 1024, 1 << 20)]
+    _save(tmp_path, "11_bandwidth.json", rows)
+    fig, _ = _card(tmp_path, "11_bandwidth")
+    lines = {ln.get_gid(): ln for ln in fig.axes[0].lines}
+    assert set(lines) == {"busbw:all_reduce", "busbw:all_gather"}
+    assert list(lines["busbw:all_reduce"].get_xdata()) == [1024, 1 << 20]   # 0 B: off a log axis
+    assert fig.axes[0].get_legend() is not None
+
+
+def test_12_is_the_probe_table_one_cell_per_op_and_dtype(tmp_path):
+    ops, dtypes = ["SUM", "AVG", "BAND"], ["float32", "int64", "bool"]
+    cases = [{"collective": c, "dtype": d, "op": op,
+              "status": "refused" if (op == "BAND" and d.startswith("float")) or
+              (op == "AVG" and d != "float32") else "ok"}
+             for c in ("reduce", "all_reduce") for op in ops for d in dtypes]
+    cases[0]["status"] = "wrong"                                  # reduce, float32, SUM
+    cases += [{"collective": "broadcast", "dtype": d, "op": None, "status": "ok"} for d in dtypes]
+    survey = {"backend": "gloo", "world_size": N, "reducing": ["reduce", "all_reduce"],
+              "ops": ops, "dtypes": dtypes, "cases": cases}
+    _save(tmp_path, "12_backend_support.survey.json", survey)
+    _save(tmp_path, "12_backend_support.json", [_record("all_reduce", {"op": "SUM"})])
+    fig, _ = _card(tmp_path, "12_backend_support")
+    cells = dict(g.split("=") for g in _gids(fig) if "=" in g)
+    assert len(cells) == len(ops) * len(dtypes)
+    assert cells["SUM:float32"] == "WRONG" and cells["SUM:int64"] == "accepted"
+    assert cells["BAND:float32"] == "refused" and cells["BAND:int64"] == "accepted"
+    assert cells["AVG:int64"] == "refused"
+
+
+class _Composite(Exception):
+    def __init__(self, elist):
+        self.elist = elist
+
+
+def test_13_is_what_happened_by_rank_for_every_mistake(tmp_path):
+    from helpers.runtime.diagnose import diagnose
+
+    engines = {e: e for e in range(N)}
+    mismatch = diagnose(_Composite([("RuntimeError", "Detected mismatch between collectives "
+                                     "on ranks", None, {"engine_id": e}) for e in range(N)]),
+                        engines)
+    absent = diagnose(_Composite([("RuntimeError", "[Rank 0]: Ranks 1, 2, 3 failed to pass "
+                                   "monitoredBarrier in 5000 ms", None, {"engine_id": 0})]),
+                      engines, targets=[0])
+    _save(tmp_path, "13_debugging.json", [mismatch, absent])
+    fig, _ = _card(tmp_path, "13_debugging")
+    cells = {p.get_gid(): p.get_facecolor() for p in fig.axes[0].patches
+             if (p.get_gid() or "").startswith("mistake")}
+    assert len(cells) == 2 * N
+    assert len({cells[f"mistake1:rank{r}"] for r in range(1, N)}) == 1   # 1-3 never reached
+    assert cells["mistake1:rank0"] != cells["mistake1:rank1"]
+    assert cells["mistake0:rank0"] != cells["mistake1:rank0"]       # usable group vs lost
+
+
+def _run(kind: str, pulled: list[list[dict]], **metadata) -> dict:
+    from helpers.records import run_record
+
+    return run_record(kind, _cluster(), pulled, **metadata)
+
+
+def test_17_is_the_whole_w_with_each_ranks_block(tmp_path):
+    import torch
+
+    from helpers.training.tensor_parallel import column_shard, row_shard
+
+    torch.manual_seed(0)
+    first, second = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+    pulled = [[{"rank": r, "W1_shard": column_shard(first, r, N)[0],
+                "W2_shard": row_shard(second, r, N)} for r in range(N)]]
+    _save(tmp_path, "17_tensor_parallel.json", _run("17_tensor_parallel", pulled, d_hidden=16))
+    fig, _ = _card(tmp_path, "17_tensor_parallel")
+    w1, w2 = (next(ax for ax in fig.axes if ax.get_images() and
+                   any((p.get_gid() or "").startswith(name) for p in ax.patches))
+              for name in ("W1", "W2"))
+    assert np.allclose(w1.get_images()[0].get_array(), first.weight.detach().numpy())
+    assert np.allclose(w2.get_images()[0].get_array(), second.weight.detach().numpy())
+    assert [p.get_gid() for p in w1.patches] == [f"W1:rank{r}" for r in range(N)]
+    assert [p.get_height() for p in w1.patches] == [4] * N       # 16 rows: 4 per rank
+    assert [p.get_width() for p in w2.patches] == [4] * N        # 16 columns: 4 per rank
+
+
+def test_training_cards_from_their_saved_runs(tmp_path):
+    rng = np.random.default_rng(0)
+    grads = [{"w": rng.normal(size=6).tolist()} for _ in range(N)]
+    mean = {"w": np.mean([g["w"] for g in grads], axis=0).tolist()}
+    _save(tmp_path, "15_data_parallel.json", _run("15_data_parallel", [[
+        {"rank": r, "grads_before": grads[r], "grads_after": mean} for r in range(N)]]))
+    fig, _ = _card(tmp_path, "15_data_parallel")
+    before, after = (ax.get_images()[0].get_array() for ax in fig.axes[1:])
+    assert before.shape == (N, 6) and np.ptp(before, axis=0).max() > 0
+    assert np.ptp(after, axis=0).max() == 0 and "✓" in fig.axes[0].texts[-1].get_text()
+
+    memory = {s: {"parameters": 400 // k, "gradients": 400 // k, "optimizer state": 800 // k,
+                  "peak gathered": 0 if s == "DP" else 100}
+              for k, s in enumerate(("DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"), 1)}
+    _save(tmp_path, "16_zero_fsdp.json", _run("16_zero_fsdp", [[
+        {"rank": r, "results": {s: {"memory": m} for s, m in memory.items()}}
+        for r in range(N)]]))
+    fig, _ = _card(tmp_path, "16_zero_fsdp")
+    bars = {p.get_gid(): p.get_width() for p in fig.axes[0].patches if p.get_gid()}
+    assert len(bars) == 4 * 4
+    assert bars["DP:optimizer state"] == pytest.approx(2 * bars["DP:parameters"])
+
+    events = [[["forward", 0, 0.01 * r, 0.01 * r + 0.01], ["backward", 0, 0.1, 0.12]]
+              for r in range(N)]
+    _save(tmp_path, "18_pipeline_parallel.json", _run("18_pipeline_parallel", [[
+        {"rank": r, "runs": [[name, 8, 0, events[r], 1, {}] for name in ("GPipe", "1F1B")]}
+        for r in range(N)]]))
+    fig, _ = _card(tmp_path, "18_pipeline_parallel")
+    spans = [g for g in _gids(fig) if ":rank" in g]
+    assert len(spans) == 2 * N * 2 and "GPipe:rank3:backward" in spans
+
+    crossings = {"in rows": {"matrix": [[0, 9, 0, 0], [9, 0, 0, 0], [0, 0, 0, 9], [0, 0, 9, 0]]},
+                 "across": {"matrix": [[0, 0, 5, 0], [0, 0, 0, 5], [5, 0, 0, 0], [0, 5, 0, 0]]}}
+    _save(tmp_path, "14_groups_and_meshes.json", _run("14_groups_and_meshes", [[
+        {"rank": r, "mesh_coordinate": [r // 2, r % 2]} for r in range(N)]],
+        shape=[2, 2], crossings=crossings))
+    fig, _ = _card(tmp_path, "14_groups_and_meshes")
+    assert sorted(g for g in _gids(fig) if g.startswith("link")) == [
+        "link0-1", "link0-2", "link1-3", "link2-3"]                # no diagonal: nothing sent
+
+    executed = lambda r: [{"phase": "forward", "group": [r - r % 2, r - r % 2 + 1],
+                           "measured": 100},
+                          {"phase": "gradient sync", "group": [r % 2, r % 2 + 2], "measured": 30}]
+    _save(tmp_path, "19_two_d_parallel.json", _run("19_two_d_parallel", [[
+        {"rank": r, "dp_rank": r // 2, "tp_rank": r % 2, "executed": executed(r)}
+        for r in range(N)]], dp_size=2, tp_size=2))
+    fig, _ = _card(tmp_path, "19_two_d_parallel")
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert labels.count("tp: forward\n100 B") == 2 and labels.count("dp: gradient sync\n30 B") == 2
+
+
+def test_no_saved_results_means_none_and_the_page_plot_is_letterboxed(tmp_path):
+    from matplotlib.figure import Figure
+
     assert thumbnail("00_ranks_and_world", tmp_path) is None
     (tmp_path / "14_groups.json").write_text("{not json")
     assert thumbnail("14_groups", tmp_path) is None
-    # results with per-rank rows that are not a collective's record (notebooks 14-19)
-    (tmp_path / "15_dp.json").write_text(json.dumps({"ranks": [{"rank": 0, "loss": 1.0}]}))
+    _save(tmp_path, "15_dp.json", {"ranks": [{"rank": 0, "loss": 1.0}]})
     assert thumbnail("15_dp", tmp_path) is None
+    tall = Figure(figsize=(3, 9), dpi=50)                          # 150 × 450: a tall page plot
+    tall.add_axes([0, 0, 1, 1]).imshow(np.zeros((9, 3)), cmap="gray", aspect="auto")
+    image = imread(io.BytesIO(letterbox(png(tall))), format="png")[..., :3]
+    assert image.shape[:2] == (HEIGHT_PX, WIDTH_PX)
+    dark = np.where(image.mean(axis=2) < 0.5)
+    assert dark[0].min() == 0 and dark[0].max() == HEIGHT_PX - 1   # full height
+    width = dark[1].max() - dark[1].min() + 1
+    assert abs(width - HEIGHT_PX / 3) <= 2                         # 1:3 kept, not stretched
+    assert abs((dark[1].min() + dark[1].max()) / 2 - WIDTH_PX / 2) <= 2   # centred

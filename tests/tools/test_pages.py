@@ -1,0 +1,72 @@
+"""tools.pages: an executed notebook as the book shows it (no engines, no browser)."""
+from __future__ import annotations
+
+import nbformat
+
+from tools.exercises import PREDICTION_STUB
+from tools.pages import as_page, cpp_log, one_line_per_rank
+
+CPP = ("[stderr:0] \n"
+       "[rank0]:[E1201 16:42:58.405618545 ProcessGroupGloo.cpp:2901] [Rank 0]: Rank 3 failed\n"
+       "[stderr:3] \n"
+       "[rank3]:[E1201 16:43:26.400572166 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed\n")
+
+
+def _stream(text: str, name: str = "stdout"):
+    return nbformat.v4.new_output("stream", name=name, text=text)
+
+
+def test_headers_go_where_every_line_names_its_own_rank():
+    assert one_line_per_rank("[stdout:0] \nrank 0: [1.0]\n[stdout:1] \nrank 1: [2.0]\n") == \
+        "rank 0: [1.0]\nrank 1: [2.0]\n"
+    # several lines per rank, or an indented continuation: still its own
+    assert one_line_per_rank("[stdout:0] \nrank 0: a\n  b\nrank 0: c\n[stdout:1] \nrank 1: d\n") \
+        == "rank 0: a\n  b\nrank 0: c\nrank 1: d\n"
+
+
+def test_headers_stay_where_they_say_who_printed_a_line():
+    for text in ["[stdout:0] \nhello\n[stdout:1] \nhello\n",          # a line without its rank
+                 "[stdout:0] \nrank 1: x\n[stdout:1] \nrank 0: y\n",     # the wrong rank
+                 "[stdout:0] \nrank 0: a\nb\n",                         # a line of its own
+                 "rank 0: no headers at all\n"]:
+        assert one_line_per_rank(text) is None, text
+
+
+def test_only_cpp_log_lines_are_folded_and_the_page_copy_is_a_copy():
+    assert cpp_log(CPP)
+    assert not cpp_log("[stderr:0] \nTraceback (most recent call last):\n" + CPP)
+    assert not cpp_log("[stderr:0] \n")
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("%%px\nwork()")
+    cell.outputs = [_stream(CPP, "stderr"), _stream("[stdout:0] \nrank 0: ok\n")]
+    nb.cells = [cell]
+    page = as_page(nb)
+    folded, quiet = page.cells[0].outputs
+    assert folded["output_type"] == "display_data"
+    assert folded["data"]["text/html"].startswith(
+        "<details class=\"series-fold\"><summary>torch's C++ log on the engines: 2 lines</summary>")
+    assert folded["data"]["text/plain"] == CPP
+    assert quiet["text"] == "rank 0: ok\n"
+    assert nb.cells[0].outputs[0]["output_type"] == "stream"      # the executed copy as it ran
+
+
+def test_an_exercise_shows_the_readers_cell_and_folds_the_answer_and_its_checks():
+    nb = nbformat.v4.new_notebook()
+    solution = nbformat.v4.new_code_cell("prediction = [42]")
+    solution.metadata["tags"] = ["solution"]
+    run = nbformat.v4.new_code_cell("%%px\nvariant()")
+    check = nbformat.v4.new_code_cell("grade(prediction, variant)")
+    check.outputs = [_stream("rank 0 ✓ you said 42\n")]
+    later = nbformat.v4.new_code_cell("print('after the exercise')")
+    later.outputs = [_stream("after the exercise\n")]
+    nb.cells = [nbformat.v4.new_markdown_cell("## Exercise"), solution, run, check,
+                nbformat.v4.new_markdown_cell("## What to remember"), later]
+    cells = as_page(nb).cells
+    reader, answer = cells[1], cells[2]
+    assert reader.source == PREDICTION_STUB and reader.metadata["tags"] == ["exercise"]
+    assert reader.id != answer.id
+    assert "hide-cell" in answer.metadata["tags"]
+    assert answer.metadata["mystnb"]["code_prompt_show"] == "Show answer"
+    assert "hide-output" in cells[4].metadata["tags"]              # the check's verdict
+    assert "hide-output" not in cells[3].metadata.get("tags", [])  # no output to fold
+    assert "hide-output" not in cells[6].metadata.get("tags", [])  # past the exercise

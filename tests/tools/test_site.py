@@ -1,0 +1,215 @@
+"""The book (tools.site: Sphinx + MyST-NB + sphinx-book-theme), opened from disk in
+headless Chromium with the network cut, as a reader would open it.
+
+Three tiny notebooks (no engines; numbers 01, 02 and 09, so two groups) are built with
+`python -m tools.build` into a temporary folder. What the toolchain was chosen for is
+checked here, on the pages it wrote: the sidebar of the series, previous / next, search,
+titles, the download of each notebook, dark mode, copy buttons, a phone-width layout
+without horizontal scroll, and exercises whose answer stays folded until asked for.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import nbformat
+import pytest
+
+import browser
+from conftest import REPO
+
+STEMS = ["01_tiny", "02_tiny", "09_tiny"]
+ANSWER = "prediction = [42 * 1001]"
+VERDICT = "Your prediction of the answer, against what each rank measured"
+LONG_WORDS = " ".join(["ALLREDUCE_reduce_scatter_then_all_gather"] * 12)
+
+
+def _tiny(stem: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    cells = [nbformat.v4.new_markdown_cell(f"# {stem[:2]} · tiny `{stem}`\n\n"
+                                           "**What you will learn**\n- a line"),
+             nbformat.v4.new_code_cell(f"print('hello from {stem}')\nprint({LONG_WORDS!r})")]
+    if stem == "01_tiny":
+        solution = nbformat.v4.new_code_cell(ANSWER)
+        solution.metadata["tags"] = ["solution"]
+        cells += [nbformat.v4.new_markdown_cell("## Exercise\n\nWhat is the answer?"),
+                  solution,
+                  # the check prints the verdict; its source does not hold it
+                  nbformat.v4.new_code_cell(f"print({VERDICT[::-1]!r}[::-1])\n"
+                                            "print('!thgir sknar llA'[::-1])"),
+                  nbformat.v4.new_markdown_cell("## What to remember\n\n- the answer")]
+    nb.cells = cells
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    return nb
+
+
+@pytest.fixture(scope="module")
+def html_dir(tmp_path_factory) -> Path:
+    browser.require_chromium()
+    tmp = tmp_path_factory.mktemp("site")
+    for stem in STEMS:
+        nbformat.write(_tiny(stem), tmp / f"{stem}.ipynb")
+    env = {**os.environ, "TUTORIAL_BUILD_DIR": str(tmp / "build")}
+    done = subprocess.run([sys.executable, "-m", "tools.build",
+                           *(str(tmp / f"{s}.ipynb") for s in STEMS)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return tmp / "build" / "html"
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with browser.chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def tab(chromium):
+    """A page in a context with the network cut; fails the test on a script error or a
+    request that leaves the disk."""
+    context = chromium.new_context(viewport=browser.VIEWPORT)
+    foreign = browser.block_network(context)
+    page = context.new_page()
+    watch = browser.PageWatch(page)
+    yield page
+    context.close()
+    assert not foreign, f"requests that left the disk: {foreign}"
+    assert not watch.errors, watch.errors
+
+
+def _name(url: str) -> str:
+    return Path(urlparse(url).path).name
+
+
+NAV_JS = """() => ({
+  sidebar: [...document.querySelectorAll('nav.bd-docs-nav a.reference')].map(a => a.href),
+  captions: [...document.querySelectorAll('nav.bd-docs-nav p.caption')]
+            .map(p => p.textContent.trim()),
+  current: [...document.querySelectorAll('nav.bd-docs-nav li.current > a')].map(a => a.href),
+  prev: [...document.querySelectorAll('a.left-prev')].map(a => a.href),
+  next: [...document.querySelectorAll('a.right-next')].map(a => a.href),
+  cards: [...document.querySelectorAll('a.series-card')].map(a => a.href),
+  title: document.title,
+  h1: document.querySelector('h1').innerText,
+  download: [...document.querySelectorAll('a[href$=".ipynb"]')].map(a => a.href),
+  copy: document.querySelectorAll('button.copybtn').length,
+})"""
+
+
+def test_the_sidebar_opens_every_page_in_order_and_marks_the_current_one(html_dir, tab):
+    visited: dict[str, dict] = {}
+    queue = ["index.html"]
+    while queue:
+        name = queue.pop()
+        if name in visited:
+            continue
+        assert (html_dir / name).is_file(), f"a link to the missing {name}"
+        tab.goto((html_dir / name).as_uri(), wait_until="load")
+        nav = visited[name] = tab.evaluate(NAV_JS)
+        queue += [_name(url) for url in nav["sidebar"] + nav["prev"] + nav["next"] + nav["cards"]]
+    order = [f"{s}.html" for s in STEMS]
+    assert [_name(u) for u in visited["index.html"]["cards"]] == order
+    assert set(visited) == {"index.html", *order}, "a page is not reachable from the index"
+    for i, name in enumerate(order):
+        nav = visited[name]
+        assert [_name(u) for u in nav["sidebar"]] == ["index.html", *order], nav["sidebar"]
+        assert nav["captions"] == ["Collectives", "Beyond the collectives"], nav["captions"]
+        assert [_name(u) for u in nav["current"]] == [name], f"{name}: {nav['current']}"
+        assert [_name(u) for u in nav["prev"]] == [(["index.html"] + order)[i]], name
+        assert [_name(u) for u in nav["next"]] == order[i + 1:i + 2], name
+
+
+def test_every_page_title_is_its_notebook_heading(html_dir, tab):
+    for stem in STEMS:
+        tab.goto((html_dir / f"{stem}.html").as_uri(), wait_until="load")
+        nav = tab.evaluate(NAV_JS)
+        heading = f"{stem[:2]} · tiny {stem}"
+        assert nav["title"].startswith(heading + " "), nav["title"]
+        assert nav["h1"].replace("#", "").strip() == heading, nav["h1"]
+
+
+def test_each_page_offers_its_notebook_as_it_ran_and_copy_buttons(html_dir, tab):
+    tab.goto((html_dir / "02_tiny.html").as_uri(), wait_until="load")
+    nav = tab.evaluate(NAV_JS)
+    downloads = {_name(u) for u in nav["download"]}
+    assert downloads == {"02_tiny.ipynb"}, nav["download"]
+    ran = nbformat.read(html_dir / "_sources" / "02_tiny.ipynb", as_version=4)
+    assert "hello from 02_tiny" in ran.cells[1].outputs[0].text
+    assert nav["copy"] >= 1, "no copy button on the code cells"
+
+
+def test_search_finds_a_page_from_disk(html_dir, tab):
+    tab.goto((html_dir / "search.html").as_uri() + "?q=hello", wait_until="load")
+    tab.wait_for_selector("#search-results li a", timeout=20_000)
+    found = tab.eval_on_selector_all("#search-results li a", "els => els.map(a => a.href)")
+    assert {_name(u) for u in found} >= {f"{s}.html" for s in STEMS}, found
+
+
+def test_dark_mode_switches_and_is_remembered(html_dir, tab):
+    tab.goto((html_dir / "01_tiny.html").as_uri(), wait_until="load")
+    assert tab.evaluate("document.documentElement.dataset.theme") == "light"
+    tab.click("button.theme-switch-button")
+    tab.click("button.theme-change-button[data-mode=dark]")
+    assert tab.evaluate("document.documentElement.dataset.theme") == "dark"
+    tab.goto((html_dir / "02_tiny.html").as_uri(), wait_until="load")
+    assert tab.evaluate("document.documentElement.dataset.theme") == "dark"
+
+
+def test_an_exercise_shows_the_question_and_folds_its_answer_and_check(html_dir, tab):
+    tab.goto((html_dir / "01_tiny.html").as_uri(), wait_until="load")
+    text = browser.visible_text(tab, "article")
+    assert "What is the answer?" in text and "✎ Your prediction" in text
+    assert ANSWER not in text and VERDICT not in text and "All ranks right!" not in text
+    for fold, inside in [("Show answer", ANSWER), ("Show the check", VERDICT)]:
+        tab.get_by_text(fold).click()
+        tab.wait_for_function(f"() => ({browser.VISIBLE_TEXT_JS})(document.body)"
+                              f".includes({inside!r})", timeout=10_000)
+    text = browser.visible_text(tab, "article")
+    assert ANSWER in text and VERDICT in text and "All ranks right!" in text
+
+
+@pytest.mark.parametrize("stem", ["index", *STEMS])
+def test_phone_width_has_no_horizontal_scroll_and_outputs_wrap_between_words(html_dir, chromium,
+                                                                             stem):
+    context = chromium.new_context(viewport={"width": 420, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto((html_dir / f"{stem}.html").as_uri(), wait_until="load")
+        width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1], f"{stem}.html scrolls sideways at 420 px: {width}"
+        if stem != "index":
+            lines = page.evaluate("""() => {
+              const out = [...document.querySelectorAll('div.cell_output pre')]
+                .find(p => p.innerText.includes('ALLREDUCE'));
+              const range = document.createRange(); range.selectNodeContents(out);
+              return [out.innerText, [...range.getClientRects()].length];
+            }""")
+            assert lines[1] > 2, "the long output line did not wrap"
+            assert all(word == "ALLREDUCE_reduce_scatter_then_all_gather"
+                       for word in lines[0].split()[3:]), "an output wrapped inside a word"
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 420])
+def test_the_visible_sidebar_button_folds_or_opens_the_series(html_dir, chromium, width):
+    """On a laptop the ☰ of the article's bar folds the sidebar away; on a phone, where the
+    sidebar starts hidden, it opens it as a drawer with the series' links."""
+    context = chromium.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto((html_dir / "02_tiny.html").as_uri(), wait_until="load")
+        links = "nav.bd-docs-nav a[href='09_tiny.html']"
+        shown = lambda: page.eval_on_selector(
+            links, "a => a.checkVisibility({visibilityProperty: true})"
+                   " && a.getBoundingClientRect().right > 0")
+        assert shown() is (width == 1280)
+        page.click(".bd-header-article button.primary-toggle")
+        page.wait_for_timeout(500)                  # the sidebar slides
+        assert shown() is (width != 1280)
+    finally:
+        context.close()

@@ -1,0 +1,124 @@
+"""An executed notebook as the book shows it (tools.site): the same cells and outputs,
+with what a reader should not meet first folded away.
+
+- Exercises: the worked answer (a cell tagged `solution`) and the outputs of the cells
+  that check it are folded ("Show answer", "Show the check"); in the answer's place the
+  reader sees the same empty cell the student copies have (tools.exercises).
+- `%%px` output where every line an engine printed names its own rank ("rank 2 …", or
+  continues such a line, indented): ipyparallel's `[stdout:N]` headers are dropped, the
+  lines kept in engine order.
+- torch's C++ log lines on the engines' stderr (`[rank0]:[E1201 … ProcessGroupGloo.cpp…]`,
+  the errors the engines still log: helpers.runtime.launchers silences the warnings) are
+  folded under one line that says how many there are.
+The executed notebook itself is not changed: it stays the record of the run (and the
+page's download).
+"""
+from __future__ import annotations
+
+import copy
+import html
+import re
+
+import nbformat
+
+from tools.exercises import check_cells, is_solution, student_stub
+
+ANSWER_PROMPTS = {"code_prompt_show": "Show answer", "code_prompt_hide": "Hide answer"}
+CHECK_PROMPTS = {"code_prompt_show": "Show the check", "code_prompt_hide": "Hide the check"}
+# ipyparallel's stream of one %%px cell, sorted by engine: "[stdout:N] \n<lines>" per engine
+_ENGINE_BLOCK = re.compile(r"^\[stdout:(\d+)\] \n(.*?)(?=^\[stdout:\d+\] \n|\Z)",
+                           flags=re.M | re.S)
+_ENGINE_HEADER = re.compile(r"^\[std(?:out|err):\d+\] $")
+_CPP_LOG = re.compile(r"^(?:\[rank\d+\]:)?\[[EWIF]\d{4} ")   # glog: [E1201 16:42:58.2 file:line]
+
+
+def _tagged(cell: nbformat.NotebookNode, tag: str, prompts: dict[str, str]) -> None:
+    tags = cell.metadata.setdefault("tags", [])
+    if tag not in tags:
+        tags.append(tag)
+    cell.metadata["mystnb"] = {**cell.metadata.get("mystnb", {}), **prompts}
+
+
+def fold_exercises(nb: nbformat.NotebookNode) -> int:
+    """Fold every exercise's answer and check; returns how many exercises were folded."""
+    cells, folded = [], 0
+    for i, cell in enumerate(nb.cells):
+        if not is_solution(cell):
+            continue
+        folded += 1
+        for j in check_cells(nb.cells, i):
+            if nb.cells[j].get("outputs"):
+                _tagged(nb.cells[j], "hide-output", CHECK_PROMPTS)
+        _tagged(cell, "hide-cell", ANSWER_PROMPTS)
+    for cell in nb.cells:
+        if is_solution(cell):
+            blank = nbformat.v4.new_code_cell(student_stub(cell))   # a fresh cell id
+            blank.metadata["tags"] = ["exercise"]
+            cells.append(blank)
+        cells.append(cell)
+    nb.cells = cells
+    return folded
+
+
+def one_line_per_rank(text: str) -> str | None:
+    """`text` without its `[stdout:N]` headers when every line engine N printed starts
+    with "rank N" or continues such a line (indented); None when the headers carry
+    information."""
+    blocks = _ENGINE_BLOCK.findall(text)
+    if not blocks or "".join(f"[stdout:{n}] \n{body}" for n, body in blocks) != text:
+        return None
+    lines = []
+    for n, body in blocks:
+        own = body.rstrip("\n").split("\n")
+        if not re.match(rf"rank {n}\b", own[0]) or not all(
+                re.match(rf"rank {n}\b", line) or line.startswith((" ", "\t"))
+                for line in own[1:]):
+            return None
+        lines += own
+    return "\n".join(lines) + "\n"
+
+
+def quiet_engine_headers(nb: nbformat.NotebookNode) -> int:
+    """Drop the headers of one-line-per-rank `%%px` outputs; returns how many."""
+    dropped = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("output_type") == "stream" and out.get("name") == "stdout":
+                quiet = one_line_per_rank(out["text"])
+                if quiet is not None:
+                    out["text"], dropped = quiet, dropped + 1
+    return dropped
+
+
+def cpp_log(text: str) -> bool:
+    """Is this stderr text nothing but torch's C++ log lines (and engine headers)?"""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return bool(lines) and all(_CPP_LOG.match(line) or _ENGINE_HEADER.match(line)
+                               for line in lines) and any(_CPP_LOG.match(line) for line in lines)
+
+
+def fold_cpp_logs(nb: nbformat.NotebookNode) -> int:
+    """Fold every stderr output that is only C++ log lines; returns how many."""
+    folded = 0
+    for cell in nb.cells:
+        outputs = cell.get("outputs", []) if cell.cell_type == "code" else []
+        for i, out in enumerate(outputs):
+            if out.get("output_type") == "stream" and out.get("name") == "stderr" \
+                    and cpp_log(out["text"]):
+                n = sum(bool(_CPP_LOG.match(line)) for line in out["text"].splitlines())
+                summary = f"torch's C++ log on the engines: {n} line{'s' * (n != 1)}"
+                outputs[i] = nbformat.v4.new_output("display_data", data={
+                    "text/plain": out["text"],
+                    "text/html": f'<details class="series-fold"><summary>{summary}</summary>'
+                                 f"<pre>{html.escape(out['text'])}</pre></details>"})
+                folded += 1
+    return folded
+
+
+def as_page(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of the executed notebook, ready for MyST-NB."""
+    page = copy.deepcopy(nb)
+    fold_exercises(page)
+    quiet_engine_headers(page)
+    fold_cpp_logs(page)
+    return page

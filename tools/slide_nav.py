@@ -1,0 +1,83 @@
+"""Series navigation on the slides (tools.classroom): the title slide of every deck gets a
+bar (previous deck · the book's index · next deck) and the series' contents, grouped, with
+the deck itself marked (aria-current="page"). The book pages (tools.site) have Sphinx's own
+navigation; reveal.js decks have none, hence this. Plain links and inline CSS: it works
+from disk with no network.
+"""
+from __future__ import annotations
+
+import html
+import re
+
+from tools.site import Entry, grouped
+
+NAV_START, NAV_END = "<!-- series-nav -->", "<!-- /series-nav -->"
+NAV_STYLE = """
+.series-bar,.series-toc{font-family:system-ui,sans-serif;font-size:.92rem;line-height:1.4}
+.series-bar{display:flex;justify-content:space-between;gap:1rem;padding:.5rem 1rem;
+  margin:0 auto;max-width:70rem;border-bottom:1px solid #d0d7de}
+.series-bar a,.series-toc a{color:#0b5cad;text-decoration:none}
+.series-bar a:hover,.series-toc a:hover{text-decoration:underline}
+.series-bar .none{color:#8c959f}
+.series-toc{max-width:70rem;margin:1rem auto;padding:0 1rem;display:grid;gap:1rem;
+  grid-template-columns:repeat(auto-fill,minmax(16rem,1fr))}
+.series-toc h2{font-size:1rem;margin:.2rem 0}
+.series-toc ol{margin:0;padding-left:0;list-style:none}
+.series-toc a[aria-current=page]{font-weight:bold;color:#c2410c}
+"""
+
+
+def _link(entry: Entry | None, rel: str, suffix: str) -> str:
+    arrow_before, arrow_after = ("← ", "") if rel == "prev" else ("", " →")
+    if entry is None:
+        return f'<span class="none">{arrow_before}{"first" if rel == "prev" else "last"}' \
+               f" notebook{arrow_after}</span>"
+    return (f'<a rel="{rel}" href="{entry.stem}{suffix}">'
+            f"{arrow_before}{html.escape(entry.title)}{arrow_after}</a>")
+
+
+def bar(entries: list[Entry], current: str, index_href: str, suffix: str) -> str:
+    stems = [e.stem for e in entries]
+    i = stems.index(current)
+    prev = entries[i - 1] if i > 0 else None
+    nxt = entries[i + 1] if i + 1 < len(entries) else None
+    return (f'<nav class="series-bar" aria-label="series">'
+            f'{_link(prev, "prev", suffix)}'
+            f'<a rel="index" href="{index_href}">All notebooks</a>'
+            f'{_link(nxt, "next", suffix)}</nav>')
+
+
+def contents(entries: list[Entry], current: str, suffix: str) -> str:
+    """The grouped table of contents, `current` (a stem) marked."""
+    parts = ['<nav class="series-toc" id="series-contents" aria-label="contents">']
+    for name, members in grouped(entries):
+        marked = ' aria-current="page"'
+        items = "".join(
+            f'<li><a href="{e.stem}{suffix}"{marked if e.stem == current else ""}>'
+            f"{html.escape(e.title)}</a></li>" for e in members)
+        parts.append(f"<div class=\"group\"><h2>{html.escape(name)}</h2><ol>{items}</ol></div>")
+    return "".join(parts) + "</nav>"
+
+
+_BLOCK = re.compile(re.escape(NAV_START) + ".*?" + re.escape(NAV_END), flags=re.S)
+
+
+SLIDE_STYLE = ".reveal .series-bar{font-size:18px}.reveal .series-toc{font-size:15px;" \
+              "text-align:left}.reveal .series-toc h2{font-size:17px;text-transform:none}"
+
+
+def with_slide_nav(page: str, entries: list[Entry], current: str,
+                   index_href: str = "../html/index.html") -> str:
+    """Slides `page` with the bar and the contents (to the other decks) on its title slide.
+
+    No "#series-contents" link: reveal.js reads the URL's fragment as a slide number.
+    """
+    page = _BLOCK.sub("", page)
+    start = page.find('<div class="slides">')
+    end = page.find("</section>", start)
+    if start < 0 or end < 0:
+        raise ValueError(f"slides {current} have no first <section> to put the navigation in")
+    block = (f"{NAV_START}<style>{NAV_STYLE}{SLIDE_STYLE}</style>"
+             f"{bar(entries, current, index_href, '.slides.html')}"
+             f"{contents(entries, current, '.slides.html')}{NAV_END}")
+    return page[:end] + block + page[end:]
