@@ -137,7 +137,8 @@ def engines_note(nb: nbformat.NotebookNode) -> str:
     return ""
 
 
-def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> int:
+def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False,
+          render_site: bool = True) -> int:
     failed = []
     for notebook in notebooks:
         stamp = STAMP_DIR / f"{notebook.stem}.sha256"
@@ -162,6 +163,8 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False) -> i
         atomic_write(stamp, key)
         print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok{engines_note(nb)}",
               flush=True)
+    if not render_site:
+        return 1 if failed else 0
     t0 = time.monotonic()
     pages = site_pages(notebooks)
     for page in pages:      # every card, from the results as they are now (cheap)
@@ -188,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="notebooks to build (default: all in notebooks/)")
     parser.add_argument("--force", action="store_true", help="execute even if up to date")
+    parser.add_argument("--no-site", dest="site", action="store_false",
+                        help="execute only; build/html stays as it is (the next build renders)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--cold", action="store_true",
@@ -200,11 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     # The notebooks' kernels inherit it (and it is one of the SETTINGS of a page).
     os.environ["TUTORIAL_WARM_START"] = "0" if args.cold else "1"
     if args.cold:
-        return build(notebooks, args.timeout, args.force)
+        return build(notebooks, args.timeout, args.force, args.site)
     from helpers.runtime.warm import stop_warm_clusters
 
     try:
-        return build(notebooks, args.timeout, args.force)
+        return build(notebooks, args.timeout, args.force, args.site)
     finally:
         stop_warm_clusters()
 

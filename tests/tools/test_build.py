@@ -21,9 +21,11 @@ def _notebook(path, *sources: str, title: str = "# 99 · tiny\n\n**What you will
     return path
 
 
-def _build(tmp_path, *notebooks):
+def _build(tmp_path, *notebooks, site: bool = False):
+    """tools.build on `notebooks`; the site is rendered only when a test looks at it."""
     env = {**os.environ, "TUTORIAL_BUILD_DIR": str(tmp_path / "build")}
-    return subprocess.run([sys.executable, "-m", "tools.build", *map(str, notebooks)],
+    flags = [] if site else ["--no-site"]
+    return subprocess.run([sys.executable, "-m", "tools.build", *flags, *map(str, notebooks)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -38,7 +40,7 @@ PLOT = ("import matplotlib.pyplot as plt\n"
 def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("build")
     good = _notebook(tmp / "91_good.ipynb", "print('hello from the page')", PLOT)
-    first = _build(tmp, good)
+    first = _build(tmp, good, site=True)
     return tmp, good, first
 
 
@@ -99,8 +101,10 @@ def test_kernels_listen_on_owner_only_unix_sockets_and_the_output_is_one_line_ea
 
 def test_unchanged_notebook_is_not_executed_again(built):
     tmp, good, _ = built
+    page = tmp / "build" / "html" / "91_good.html"
     again = _build(tmp, good)
     assert again.returncode == 0 and "up to date" in again.stdout
+    assert "site" not in again.stdout and page.is_file()      # --no-site: html/ untouched
 
 
 def test_changed_notebook_or_settings_are_executed_again(built, monkeypatch):
@@ -114,11 +118,11 @@ def test_changed_notebook_or_settings_are_executed_again(built, monkeypatch):
 def test_a_failing_notebook_is_named_with_its_cell_and_keeps_the_old_page(tmp_path):
     source = tmp_path / "92_bad.ipynb"
     good = _notebook(source, "print('the last good run')")
-    assert _build(tmp_path, good).returncode == 0
+    assert _build(tmp_path, good, site=True).returncode == 0
     page = tmp_path / "build" / "html" / "92_bad.html"
     assert "the last good run" in page.read_text()
     bad = _notebook(source, "x = 1", "raise RuntimeError('boom in cell two')")
-    run = _build(tmp_path, bad)
+    run = _build(tmp_path, bad, site=True)
     assert run.returncode == 1
     assert "92_bad.ipynb" in run.stdout and "FAILED in cell [2]" in run.stdout
     assert "boom in cell two" in run.stdout
