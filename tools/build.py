@@ -82,9 +82,10 @@ def write_thumbnail(png: bytes, path: Path) -> None:
     atomic_write(path, letterbox(png))
 
 
-def write_card_picture(stem: str, nb: nbformat.NotebookNode) -> str:
+def write_card_picture(stem: str, executed: Path) -> str:
     """The index card's picture: per-rank results when saved (tools.thumbnails), else the
-    page's first result plot. Returns a note for the progress line ("" when all went well)."""
+    first result plot of the executed notebook (read only then). Returns a note for the
+    progress line ("" when all went well)."""
     from tools.thumbnails import thumbnail
 
     target = THUMBS_DIR / f"{stem}.png"
@@ -95,7 +96,7 @@ def write_card_picture(stem: str, nb: nbformat.NotebookNode) -> str:
         picture, note = None, f" (card picture from the page: {type(err).__name__}: {err})"
     if picture is not None:
         atomic_write(target, picture)
-    elif (plot := result_plot(nb)) is not None:
+    elif (plot := result_plot(nbformat.read(executed, as_version=4))) is not None:
         write_thumbnail(plot, target)
     return note[:200]
 
@@ -168,7 +169,7 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False,
     t0 = time.monotonic()
     pages = site_pages(notebooks)
     for page in pages:      # every card, from the results as they are now (cheap)
-        note = write_card_picture(page.stem, nbformat.read(page, as_version=4))
+        note = write_card_picture(page.stem, page)
         if note:
             print(f"{page.name:<32} {note.strip()}", flush=True)
     try:

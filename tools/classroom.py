@@ -119,10 +119,12 @@ def make_slides(out_dir: Path) -> list[Path]:
                               reveal_theme="white", reveal_transition="none",
                               reveal_scroll=True, reveal_number="c/t",
                               reveal_width="1280", reveal_height="800", **urls)
-    entries = [Entry(path.stem, notebook_summary(path)[0]) for path in executed]
+    notebooks = {path: nbformat.read(path, as_version=4) for path in executed}
+    entries = [Entry(path.stem, notebook_summary(nb, path.stem)[0])
+               for path, nb in notebooks.items()]
     written = []
-    for path in executed:
-        body, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
+    for path, nb in notebooks.items():
+        body, _ = exporter.from_notebook_node(nb)
         body = slide_nav.with_slide_nav(body, entries, path.stem)
         target = out_dir / f"{path.stem}.slides.html"
         atomic_write(target, body)

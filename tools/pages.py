@@ -16,11 +16,11 @@ page's download).
 from __future__ import annotations
 
 import copy
-import html
 import re
 
 import nbformat
 
+from helpers.runtime.folded import Folded
 from tools.exercises import check_cells, is_solution, student_stub
 
 ANSWER_PROMPTS = {"code_prompt_show": "Show answer", "code_prompt_hide": "Hide answer"}
@@ -43,15 +43,12 @@ def fold_exercises(nb: nbformat.NotebookNode) -> int:
     """Fold every exercise's answer and check; returns how many exercises were folded."""
     cells, folded = [], 0
     for i, cell in enumerate(nb.cells):
-        if not is_solution(cell):
-            continue
-        folded += 1
-        for j in check_cells(nb.cells, i):
-            if nb.cells[j].get("outputs"):
-                _tagged(nb.cells[j], "hide-output", CHECK_PROMPTS)
-        _tagged(cell, "hide-cell", ANSWER_PROMPTS)
-    for cell in nb.cells:
         if is_solution(cell):
+            folded += 1
+            for j in check_cells(nb.cells, i):
+                if nb.cells[j].get("outputs"):
+                    _tagged(nb.cells[j], "hide-output", CHECK_PROMPTS)
+            _tagged(cell, "hide-cell", ANSWER_PROMPTS)
             blank = nbformat.v4.new_code_cell(student_stub(cell))   # a fresh cell id
             blank.metadata["tags"] = ["exercise"]
             cells.append(blank)
@@ -108,9 +105,7 @@ def fold_cpp_logs(nb: nbformat.NotebookNode) -> int:
                 n = sum(bool(_CPP_LOG.match(line)) for line in out["text"].splitlines())
                 summary = f"torch's C++ log on the engines: {n} line{'s' * (n != 1)}"
                 outputs[i] = nbformat.v4.new_output("display_data", data={
-                    "text/plain": out["text"],
-                    "text/html": f'<details class="series-fold"><summary>{summary}</summary>'
-                                 f"<pre>{html.escape(out['text'])}</pre></details>"})
+                    "text/plain": out["text"], "text/html": Folded(summary, out["text"]).html()})
                 folded += 1
     return folded
 

@@ -58,16 +58,16 @@ def _plain(markdown: str) -> str:
     return " ".join(markdown.replace("`", "").replace("*", "").split()).rstrip(";.")
 
 
-def notebook_summary(notebook: Path) -> tuple[str, str]:
-    """(title, one-line summary): the '# ' heading and the first 'What you will learn' item."""
-    nb = nbformat.read(notebook, as_version=4)
+def notebook_summary(nb: nbformat.NotebookNode, stem: str) -> tuple[str, str]:
+    """(title, one-line summary): the '# ' heading (else `stem`) and the first 'What you will
+    learn' item."""
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     title = re.search(r"^# (.+)$", text, flags=re.M)
     learn = re.search(r"What you will learn\**\s*\n- (.+?)(?:\n- |\n\n|$)", text, flags=re.S)
     summary = learn.group(1).strip() if learn else ""
     if summary[:1].isalpha():          # "what …" -> "What …", never "`dist…`" -> "Dist…"
         summary = summary[:1].upper() + summary[1:]
-    return (_plain(title.group(1)) if title else notebook.stem, _plain(summary))
+    return (_plain(title.group(1)) if title else stem, _plain(summary))
 
 
 def index_page(entries: list[Entry], summaries: dict[str, str], thumbs: set[str],
@@ -98,10 +98,11 @@ def _stage(executed: list[Path], src: Path, thumbs_dir: Path, stamp: str) -> lis
     shutil.copytree(BOOK_DIR, src, ignore=shutil.ignore_patterns("__pycache__"))
     entries, summaries, thumbs = [], {}, set()
     for path in executed:
-        title, summary = notebook_summary(path)
+        nb = nbformat.read(path, as_version=4)
+        title, summary = notebook_summary(nb, path.stem)
         entries.append(Entry(path.stem, title))
         summaries[path.stem] = summary
-        nbformat.write(as_page(nbformat.read(path, as_version=4)), src / path.name)
+        nbformat.write(as_page(nb), src / path.name)
         thumb = thumbs_dir / f"{path.stem}.png"
         if thumb.is_file():
             (src / "_static" / "thumbs").mkdir(parents=True, exist_ok=True)

@@ -7,11 +7,9 @@ from disk with no network.
 from __future__ import annotations
 
 import html
-import re
 
 from tools.site import Entry, grouped
 
-NAV_START, NAV_END = "<!-- series-nav -->", "<!-- /series-nav -->"
 NAV_STYLE = """
 .series-bar,.series-toc{font-family:system-ui,sans-serif;font-size:.92rem;line-height:1.4}
 .series-bar{display:flex;justify-content:space-between;gap:1rem;padding:.5rem 1rem;
@@ -59,9 +57,6 @@ def contents(entries: list[Entry], current: str, suffix: str) -> str:
     return "".join(parts) + "</nav>"
 
 
-_BLOCK = re.compile(re.escape(NAV_START) + ".*?" + re.escape(NAV_END), flags=re.S)
-
-
 SLIDE_STYLE = ".reveal .series-bar{font-size:18px}.reveal .series-toc{font-size:15px;" \
               "text-align:left}.reveal .series-toc h2{font-size:17px;text-transform:none}"
 
@@ -70,14 +65,12 @@ def with_slide_nav(page: str, entries: list[Entry], current: str,
                    index_href: str = "../html/index.html") -> str:
     """Slides `page` with the bar and the contents (to the other decks) on its title slide.
 
-    No "#series-contents" link: reveal.js reads the URL's fragment as a slide number.
     """
-    page = _BLOCK.sub("", page)
     start = page.find('<div class="slides">')
     end = page.find("</section>", start)
     if start < 0 or end < 0:
         raise ValueError(f"slides {current} have no first <section> to put the navigation in")
-    block = (f"{NAV_START}<style>{NAV_STYLE}{SLIDE_STYLE}</style>"
+    block = (f"<style>{NAV_STYLE}{SLIDE_STYLE}</style>"
              f"{bar(entries, current, index_href, '.slides.html')}"
-             f"{contents(entries, current, '.slides.html')}{NAV_END}")
+             f"{contents(entries, current, '.slides.html')}")
     return page[:end] + block + page[end:]

@@ -153,7 +153,7 @@ class TutorialCluster:
 
     def summary(self) -> str:
         """The summary line, then the details (what a terminal or a log shows)."""
-        return f"{self.summary_line()}\n{self.details()}"
+        return self.summary_folded().text()
 
     def summary_folded(self) -> Folded:
         """What the start cell shows: the summary line, the details folded under it."""

@@ -173,7 +173,7 @@ def test_only_what_a_notebook_uses_executes_it_again(tmp_path, monkeypatch, caps
     original = build.fingerprint
     monkeypatch.setattr(build, "fingerprint", lambda nb: original(nb, root))
     monkeypatch.setattr(build, "execute", fake_execute)
-    monkeypatch.setattr(build, "write_card_picture", lambda stem, nb: "")
+    monkeypatch.setattr(build, "write_card_picture", lambda stem, executed: "")
     monkeypatch.setattr(build.site, "render", lambda *args: None)
     for name in ("HTML_DIR", "STAMP_DIR", "EXECUTED_DIR"):
         monkeypatch.setattr(build, name, tmp_path / "build" / name.lower())
