@@ -27,8 +27,10 @@ BOOK_DIR = REPO_ROOT / "book"
 TITLE = "NCCL collectives, rank by rank"
 LEAD = ("One notebook per collective, then the parallelism built from them: the scheme "
         "beside what every rank really held, checked against a NumPy model.")
-# (heading, first, last notebook number): the seed's collectives, beyond them, parallelism.
-GROUPS = [("Collectives", 0, 7), ("Beyond the collectives", 8, 13), ("Parallelism", 14, 19)]
+# (heading, first, last notebook number): the seed's collectives, beyond them, parallelism,
+# then a transformer block split by heads, sequence, context and experts.
+GROUPS = [("Collectives", 0, 7), ("Beyond the collectives", 8, 13), ("Parallelism", 14, 19),
+          ("A transformer block, split", 20, 22)]
 OTHER_GROUP = "More"
 SPHINX_TIMEOUT_S = 600
 

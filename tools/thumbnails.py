@@ -8,7 +8,8 @@ Every picture is WIDTH_PX × HEIGHT_PX (16:10), with few labels of at least MIN_
   (08: the sent and received matrices; 10: the ring's steps), tools.thumbnail_collectives;
 - 00's barrier timings: each rank working, then waiting; 11's sweep rows: the busbw curves; 12's survey: op × dtype accepted / refused;
 - 13's diagnoses: what happened, by rank, for every mistake;
-- 14–19 ({"kind": stem, ...}, helpers.records.save_run): tools.thumbnail_training.
+- 14–19 ({"kind": stem, ...}, helpers.records.save_run): tools.thumbnail_training; 20–22:
+  tools.thumbnail_block.
 
 Nothing saved (or nothing recognised): None, and tools.build letterboxes the page's first
 plot (`letterbox`).
@@ -181,6 +182,7 @@ def _load(path: Path) -> Any:
 
 def figure_for(stem: str, results_dir: Path) -> Any:
     """The card's figure for `stem`, from its saved results, or None."""
+    from tools import thumbnail_block as block
     from tools import thumbnail_collectives as collectives
     from tools import thumbnail_training as training
 
@@ -196,9 +198,9 @@ def figure_for(stem: str, results_dir: Path) -> Any:
         return busbw_figure(data)
     if isinstance(data, dict) and data.get("kind") == "00_ranks_and_world":
         return barrier_figure(data)
-    if isinstance(data, dict) and data.get("kind") in training.DRAWINGS:
-        draw: Callable[[dict], Any] = training.DRAWINGS[data["kind"]]
-        return draw(data)
+    drawings: dict[str, Callable[[dict], Any]] = {**training.DRAWINGS, **block.DRAWINGS}
+    if isinstance(data, dict) and data.get("kind") in drawings:
+        return drawings[data["kind"]](data)
     record = collectives.first_record(data)
     return None if record is None else collectives.record_thumbnail(record)
 

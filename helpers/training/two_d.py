@@ -9,6 +9,8 @@ gradient all_reduce on the data-parallel group) lives in notebook 19's `%%px` ce
     with count_collectives() as log:         # on an engine (helpers.training.comm):
         ...                                  # log.rows(phase=...): each call, its group
     phase_rows(executed)                     # per phase, for tensor_parallel.wire_report
+
+torch's own composition of the two: helpers.training.two_d_torch.
 """
 from __future__ import annotations
 

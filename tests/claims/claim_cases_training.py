@@ -319,3 +319,76 @@ def _(outcomes, n):
         assert agrees(seen["four calls"], model, 4, n), seen
         assert seen["four calls"] > seen["one call"], seen
         assert seen["four calls"] - model > model, seen   # the headers outweigh the data
+
+
+@case("19-torch-2d-composition", sizes=(2, 4))
+def torch_2d_composition(rank, world_size):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+    from helpers.training.comm import count_collectives
+    from helpers.training.toy import loss_fn, make_data, make_mlp, shard
+    import warnings
+
+    def optimizer(name, params):
+        return (torch.optim.SGD(params, lr=0.1) if name == "sgd"
+                else torch.optim.AdamW(params, lr=0.01))
+
+    X, Y = make_data()
+    seen = {}
+    for dp in (1, 2):                                   # a 1 × n mesh, and 2 × n/2
+        tp = world_size // dp
+        mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+        row = mesh.get_coordinate()[0]
+        for name in ("sgd", "adamw"):
+            model = parallelize_module(make_mlp(d_hidden=4 * tp), mesh["tp"],
+                                       {"0": ColwiseParallel(), "2": RowwiseParallel()})
+            model = fully_shard(model, mesh=mesh["dp"])
+            opt = optimizer(name, model.parameters())
+            with count_collectives() as log, warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                for _ in range(3):
+                    opt.zero_grad()
+                    loss_fn(model(shard(X, row, dp)), shard(Y, row, dp)).backward()
+                    opt.step()
+            reference = make_mlp(d_hidden=4 * tp)
+            ref_opt = optimizer(name, reference.parameters())
+            for _ in range(3):
+                ref_opt.zero_grad()
+                loss_fn(reference(X), Y).backward()
+                ref_opt.step()
+            full = {k: p.full_tensor() for k, p in model.named_parameters()}
+            W1 = model[0].weight
+            seen[f"{dp} x {tp} {name}"] = {
+                "diff": max((full[k] - v).abs().max().item()
+                            for k, v in reference.named_parameters()),
+                "calls": [[c.name, c.group] for c in log.entries],
+                "W1 placements": [type(p).__name__ + f"({p.dim})" for p in W1.placements],
+                "W1 rows here": W1.to_local().shape[0], "W1 rows": W1.shape[0],
+                "warned: output a view": any("returned a view tensor" in str(w.message)
+                                             for w in said)}
+    return seen
+
+
+@expect("19-torch-2d-composition")
+def _(outcomes, n):
+    for o in outcomes:
+        seen = _returned(o)
+        for dp in (1, 2):
+            tp = n // dp
+            column = [r for r in range(n) if r % tp == o.rank % tp]
+            for name in ("sgd", "adamw"):
+                got = seen[f"{dp} x {tp} {name}"]
+                assert got["diff"] < 1e-12, got                  # equal to one process
+                # FSDP2: per step one all_gather and one reduce_scatter on the column;
+                # none at all on a column of one rank
+                assert got["calls"] == ([] if dp == 1 else [
+                    ["all_gather_single", column], ["reduce_scatter_single", column]] * 3), got
+                # W1: rows on "tp" (ColwiseParallel), rows of those rows on "dp" (FSDP2)
+                assert got["W1 placements"] == [
+                    "_StridedShard(0)" if tp > 1 else "Shard(0)", "Shard(0)"], got
+                assert got["W1 rows here"] * n == got["W1 rows"] == 4 * tp, got
+                # FSDP2 warns that the model's output is a view (an in-place op on it
+                # would skip its hook); nothing here changes it in place
+                assert got["warned: output a view"], got

@@ -1,4 +1,4 @@
-"""The ledger: what notebooks 00-19 say about torch, gloo, NCCL, nccl-tests and ipyparallel.
+"""The ledger: what notebooks 00-22 say about torch, gloo, NCCL, nccl-tests and ipyparallel.
 
 CLAIMS lists every such sentence: its notebook and cell, a quote that must still be in
 that cell (so ledger and notebooks cannot drift apart), and its evidence:
@@ -32,6 +32,9 @@ import claim_cases_data_parallel  # noqa: F401  (registers the cases of notebook
 import claim_cases_groups  # noqa: F401  (registers the cases of notebook 14)
 import claim_cases_training  # noqa: F401  (registers the cases of notebooks 17-19)
 import claim_cases_wire  # noqa: F401  (registers the bytes-on-the-wire cases of 10 and 11)
+import claim_cases_block  # noqa: F401  (registers the cases of notebook 20)
+import claim_cases_context  # noqa: F401  (registers the cases of notebook 21)
+import claim_cases_experts  # noqa: F401  (registers the cases of notebook 22)
 from helpers.runtime.disposable import RankOutcome, case_source, run_disposable
 from tools.nccl_claims import CHECKLIST
 
@@ -606,6 +609,284 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("19-map-rows-true", "19_two_d_parallel", "cell-25",
           "| gather (02) | — | not used in 14–19 |", "test",
           "tests/claims/test_map_of_the_series.py::test_the_map_of_19_is_true_for_14_to_19"),
+    # 19 extended: torch's own 2-D composition
+    gloo("19-fsdp2-cuts-tp-piece-by-rows", "19_two_d_parallel", "torch-2d",
+         "cuts each rank's tensor-parallel piece again, by rows, over the column",
+         "19-torch-2d-composition"),
+    gloo("19-counter-sees-fsdp2-calls", "19_two_d_parallel", "torch-2d",
+         "`count_collectives`, which\nsees FSDP2's own `dist.*` calls", "19-torch-2d-composition"),
+    gloo("19-fsdp2-warns-output-view", "19_two_d_parallel", "torch-2d-train",
+         "FSDP2 warns that the model's output is a view: an in-place op on it would skip its "
+         "hook", "19-torch-2d-composition"),
+    gloo("19-w1-placements", "19_two_d_parallel", "torch-2d-pieces",
+         "`Shard(dim=0)` on \"tp\" is\n`ColwiseParallel`'s rows; on \"dp\" FSDP2's rows of those "
+         "rows, which DTensor writes\n`_StridedShard`", "19-torch-2d-composition"),
+    gloo("19-w1-one-over-world-size", "19_two_d_parallel", "torch-2d-pieces",
+         "Each rank keeps `1 / world_size` of `W1`'s rows", "19-torch-2d-composition"),
+    gloo("19-adamw-also-equal", "19_two_d_parallel", "torch-2d-pieces",
+         "With AdamW in\nplace of SGD the composition also equals one process, at 1 × 2, 2 × 1, "
+         "1 × 4 and 2 × 2\nafter 3 steps", "19-torch-2d-composition"),
+    gloo("19-fsdp2-one-flat-all-gather", "19_two_d_parallel", "torch-2d-calls-note",
+         "FSDP2 all-gathers the four\npieces over the **column** in one flat "
+         "`all_gather_single`", "19-torch-2d-composition"),
+    gloo("19-fsdp2-one-flat-reduce-scatter", "19_two_d_parallel", "torch-2d-calls-note",
+         "in the backward FSDP2\nreduce-scatters the four gradients over the column in one flat "
+         "`reduce_scatter_single`", "19-torch-2d-composition"),
+    Claim("19-torch-step-as-expected", "19_two_d_parallel", "torch-2d-calls-note",
+          "and the optimizer step calls nothing", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    gloo("19-fsdp2-silent-on-one-rank", "19_two_d_parallel", "torch-2d-dp1",
+         "FSDP2 then calls no collective at all", "19-torch-2d-composition"),
+    Claim("19-fsdp2-why-silent-on-one-rank", "19_two_d_parallel", "torch-2d-dp1",
+          "its `unshard` skips the all_gather on a group of\none rank, and `foreach_reduce` "
+          "copies the gradients instead of reduce-scattering them", "source",
+          "torch 2.13 torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, "
+          "FSDPParamGroup.unshard: `if world_size == 1:` sets the result and returns before "
+          "foreach_all_gather; _fsdp_collectives.py, foreach_reduce: `if world_size > 1:` "
+          "reduce_scatter_comm(...), else `reduce_output.copy_(...)`"),
+    Claim("19-hand-built-calls-on-one-rank", "19_two_d_parallel", "torch-2d-dp1",
+          "where the hand-built step still calls four `all_reduce`s that send 0 B", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    Claim("19-functional-call-no-own-bytes", "19_two_d_parallel", "torch-2d-bytes-note",
+          "FSDP2's calls have bytes of their own, read around each call as for the hand-built\n"
+          "step; DTensor's functional `all_reduce` has none", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    Claim("19-row-same-bytes", "19_two_d_parallel", "torch-2d-bytes-read",
+          "On the row, the same call, by hand and in DTensor: one `all_reduce`\nof the output "
+          "(*g*), the same bytes", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    gloo("19-gloo-reduce-scatter-writes-all-reduce", "19_two_d_parallel", "torch-2d-bytes-read",
+         "gloo's reduce_scatter writes what an all_reduce writes",
+         "11-reduce-scatter-writes-an-all-reduce"),
+    Claim("19-four-calls-headers-vs-two", "19_two_d_parallel", "torch-2d-bytes-read",
+          "the hand-built step pays the headers of four calls, torch's of two", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    Claim("19-nothing-to-other-ranks", "19_two_d_parallel", "torch-2d-bytes-read",
+          "Nothing goes to any other rank.", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    Claim("19-map-src-data-rank-per-mesh-dim", "19_two_d_parallel", "cell-25",
+          "group rank 0 on each mesh dimension; in 19 each row's first rank", "source",
+          "torch 2.13 torch/distributed/tensor/_api.py, distribute_tensor's docstring: "
+          "src_data_rank \"By default, we use ``group_rank=0`` on each DeviceMesh dimension as "
+          "the source data\"; 19's rows are mesh[\"tp\"], laid out row by row "
+          "(19-mesh-row-by-row)"),
+    gloo("19-map-fully-shard-gathers", "19_two_d_parallel", "cell-25",
+         "19: `fully_shard` gathers each rank's tensor-parallel pieces over the column before "
+         "the forward", "19-torch-2d-composition"),
+    gloo("19-map-fully-shard-reduce-scatters", "19_two_d_parallel", "cell-25",
+         "19: `fully_shard` reduce-scatters the gradients over the column",
+         "19-torch-2d-composition"),
+    Claim("19-torch-same-parameters", "19_two_d_parallel", "cell-26",
+          "and ends with the same parameters", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    gloo("19-remember-fsdp2-calls", "19_two_d_parallel", "cell-26",
+         "On a column of 2+ ranks FSDP2 calls\n  one `all_gather` before the forward and one "
+         "`reduce_scatter` in the backward", "19-torch-2d-composition"),
+    Claim("19-remember-fewer-bytes-at-2x2", "19_two_d_parallel", "cell-26",
+          "it still wrote fewer bytes than the hand-built step at\n  2 × 2", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    gloo("19-remember-one-rank-column-silent", "19_two_d_parallel", "cell-26",
+         "On a column of one rank it calls\n  nothing", "19-torch-2d-composition"),
+    Claim("19-remember-fsdp2-keeps-one-dp-part", "19_two_d_parallel", "cell-26",
+          "Each rank keeps only its 1/dp part of its shard between steps", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    Claim("19-holds-fsdp2-part-of-rows", "19_two_d_parallel", "torch-2d-holds-note",
+          "with FSDP2 on top, a part of those rows only, the rest gathered from the column "
+          "when the forward needs them", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    Claim("19-learn-torch-same-parameters", "19_two_d_parallel", "cell-00",
+          "the same parameters after the same steps", "test",
+          "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    # 20 tensor and sequence parallelism on the block
+    gloo("20-single-collectives-cut-dim-0", "20_tensor_sequence_parallel", "c19",
+         "`dist.all_gather_single` and `dist.reduce_scatter_single` (notebooks 06, 07) join "
+         "and cut\nalong dim 0"),
+    gloo("20-tensor-forms-deprecated", "20_tensor_sequence_parallel", "c20a",
+         "still\nrun on gloo in this torch, with a warning that they are deprecated in favour "
+         "of these two"),
+    gloo("20-gloo-reduce-scatter-as-all-reduce", "20_tensor_sequence_parallel", "c36",
+         "`reduce_scatter_single` writes exactly what an `all_reduce` of the same input writes",
+         "20-gloo-reduce-scatter-writes-all-reduce-bytes"),
+    Claim("20-sp-sends-more-on-gloo", "20_tensor_sequence_parallel", "c36",
+          "sequence parallelism sends about\n1.5× what tensor parallelism sends", "test",
+          "tests/notebooks/test_20_tensor_sequence_parallel.py::test_tensor_sequence_parallel_notebook"),
+    Claim("20-nccl-reduce-scatter-ring", "20_tensor_sequence_parallel", "c36",
+          "On NCCL, whose `reduce_scatter` runs as a ring", "source",
+          "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
+          "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+    gloo("20-dtensor-shape-is-the-whole", "20_tensor_sequence_parallel", "c37",
+         "a `DTensor`'s shape is the *whole* tensor's", "20-dtensor-shape-is-global"),
+    Claim("20-torchtitan-heads-minus-one", "20_tensor_sequence_parallel", "c37",
+          "torchtitan's attention\ninstead reshapes `q` with `-1` heads and a fixed head size",
+          "source", "pytorch/torchtitan torchtitan/models/llama3/model/model.py, "
+          "Attention.forward: xq.view(bs, seqlen, -1, self.head_dim), 'Use -1 instead of "
+          "n_heads ... to infer the actual local heads ... as TP may have sharded them'"),
+    Claim("20-torchtitan-prepare-module-input", "20_tensor_sequence_parallel", "c37",
+          "as\ntorchtitan's plan for Llama does", "source",
+          "pytorch/torchtitan torchtitan/models/llama3/infra/parallelize.py, apply_tp: "
+          "\"attention\": prepare_module_input(input_layouts=(Shard(1), None), "
+          "desired_input_layouts=(Replicate(), None)), then colwise wq/wk/wv, rowwise wo "
+          "with output_layouts=Shard(1)"),
+    Claim("20-prepare-module-input-gathers-once", "20_tensor_sequence_parallel", "c37",
+          "`PrepareModuleInput` gathers the attention's input once for `q`, `k` and `v`",
+          "test",
+          "tests/notebooks/test_20_tensor_sequence_parallel.py::test_tensor_sequence_parallel_notebook"),
+    gloo("20-torch-layernorm-grads-partial", "20_tensor_sequence_parallel", "c40",
+         "torch's LayerNorm gradients come back as `Partial(sum)` `DTensor`s",
+         "20-sequence-parallel-layernorm-grad-partial"),
+    gloo("20-full-tensor-sums-partial", "20_tensor_sequence_parallel", "c40",
+         "`full_tensor()` sums them", "20-sequence-parallel-layernorm-grad-partial"),
+    Claim("20-torch-biases-replicate-whole", "20_tensor_sequence_parallel", "c40",
+          "the biases of `o` and `fc2` come back `Replicate()`, whole", "test",
+          "tests/notebooks/test_20_tensor_sequence_parallel.py::test_tensor_sequence_parallel_notebook"),
+    Claim("20-counter-sees-no-torch-call", "20_tensor_sequence_parallel", "c44",
+          "The counter sees none of torch's calls", "test",
+          "tests/notebooks/test_20_tensor_sequence_parallel.py::test_tensor_sequence_parallel_notebook"),
+    Claim("20-torch-writes-the-hand-built-bytes", "20_tensor_sequence_parallel", "c44",
+          "phase by phase, what the\nhand-built sequence-parallel block's calls write on gloo",
+          "test",
+          "tests/notebooks/test_20_tensor_sequence_parallel.py::test_tensor_sequence_parallel_notebook"),
+    Claim("20-torch-same-outputs-gradients-bytes", "20_tensor_sequence_parallel", "c00",
+          "the same outputs, gradients and bytes", "test",
+          "tests/notebooks/test_20_tensor_sequence_parallel.py::test_tensor_sequence_parallel_notebook"),
+    gloo("20-dtensor-heads-counted-whole", "20_tensor_sequence_parallel", "c45",
+         "Under `parallelize_module` the weights are `DTensor`s, whose shape is the\nwhole "
+         "weight's, so it counts 12 heads", "20-global-shape-heads-wrong"),
+    gloo("20-heads-wrong-at-2-and-4-fail-at-3", "20_tensor_sequence_parallel", "c47",
+         "At 2 and 4 ranks this runs and is wrong", "20-global-shape-heads-wrong"),
+    Claim("20-megatron-all-reduces-sp-grads", "20_tensor_sequence_parallel", "c25",
+          "Megatron-LM does the same for the parameters it marks\n`sequence_parallel`", "source",
+          "NVIDIA/Megatron-LM megatron/core/distributed/finalize_model_grads.py, "
+          "_allreduce_layernorm_grads: with config.sequence_parallel, all-reduces over the "
+          "tensor-parallel group the grads of parameters whose `sequence_parallel` is set"),
+    Claim("20-megatron-gathers-again-in-backward", "20_tensor_sequence_parallel", "c32",
+          "keep only\nthe rank's shard of it and gather it again in the backward pass", "source",
+          "Korthikanti et al. 2022, arXiv:2205.05198, section 4.2.2; NVIDIA/Megatron-LM "
+          "megatron/core/tensor_parallel/layers.py, "
+          "LinearWithGradAccumulationAndAsyncCommunication.backward: with sequence_parallel, "
+          "all-gathers the saved input shard again before the weight gradient"),
+    Claim("20-saved-tensors-hooks-see-every-save", "20_tensor_sequence_parallel", "c29",
+          "sees every tensor saved during the forward pass", "test",
+          "tests/helpers/test_sequence_parallel.py::test_the_meter_counts_what_a_layernorm_saves"),
+    gloo("20-remember-gloo-reduce-scatter", "20_tensor_sequence_parallel", "c52",
+         "gloo's `reduce_scatter` writes an\n  `all_reduce`'s bytes",
+         "20-gloo-reduce-scatter-writes-all-reduce-bytes"),
+    gloo("20-remember-torch-partial", "20_tensor_sequence_parallel", "c52",
+         "torch returns them\n  as `Partial(sum)` `DTensor`s",
+         "20-sequence-parallel-layernorm-grad-partial"),
+    # 21 context parallelism: ring attention
+    gloo("21-cp-all-gathers-k-and-v", "21_context_parallel", "cell-00",
+         "it all-gathers K and V instead of passing them\n  round a ring, and it refuses the "
+         "causal mask", "21-context-parallel-on-gloo"),
+    gloo("21-cp-shards-zigzag", "21_context_parallel", "cell-36",
+         "With a sequence that splits into 2*n* chunks it first reorders it, rank *r*\nkeeping "
+         "chunks *r* and 2*n* − 1 − *r*, our zig-zag", "21-context-parallel-on-gloo"),
+    gloo("21-cp-shards-buffers-in-context", "21_context_parallel", "cell-36",
+         "inside the context it shards the given buffers along the sequence",
+         "21-context-parallel-on-gloo"),
+    gloo("21-cp-causal-raises", "21_context_parallel", "cell-42",
+         "`is_causal=True` (the default kernel choice on the CPU) the call raises a\n"
+         "`NotImplementedError`", "21-context-parallel-on-gloo"),
+    gloo("21-remember-cp-on-gloo", "21_context_parallel", "cell-54",
+         "not causal with the MATH kernel it all-gathers\n  K and V", "21-context-parallel-on-gloo"),
+    gloo("21-remember-cp-causal-raises", "21_context_parallel", "cell-54",
+         "causal, it\n  raises", "21-context-parallel-on-gloo"),
+    Claim("21-commdebugmode-lists-functional", "21_context_parallel", "cell-36",
+          "DTensor's own counter, `CommDebugMode`,\nlists the collectives it runs", "test",
+          "tests/notebooks/test_21_context_parallel.py::test_context_parallel_notebook"),
+    Claim("21-functional-not-counted-but-measured", "21_context_parallel", "cell-36",
+          "`count_collectives` measures the bytes all the same", "test",
+          "tests/notebooks/test_21_context_parallel.py::test_context_parallel_notebook"),
+    Claim("21-ring-equals-full-attention", "21_context_parallel", "cell-54",
+          "The\n  result equals full attention, to rounding", "test",
+          "tests/notebooks/test_21_context_parallel.py::test_context_parallel_notebook"),
+    Claim("21-ring-gloo-exact-p2p-bytes", "21_context_parallel", "cell-39",
+          "(*S* + 96 B a send, 48 B a receive)", "test",
+          "tests/helpers/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    Claim("21-ring-bytes-measured-exactly", "21_context_parallel", "cell-39",
+          "The check below holds the ring to the exact count gloo writes", "test",
+          "tests/notebooks/test_21_context_parallel.py::test_context_parallel_notebook"),
+    Claim("21-remember-gloo-headers", "21_context_parallel", "cell-54",
+          "gloo adds 96 B a send and 48 B a\n  receive", "test",
+          "tests/helpers/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    Claim("21-all-gathers-agree-with-model", "21_context_parallel", "cell-39",
+          "the all_gathers to their model plus gloo's\nheaders", "test",
+          "tests/notebooks/test_21_context_parallel.py::test_context_parallel_notebook"),
+    Claim("21-cp-patches-sdpa", "21_context_parallel", "cell-36",
+          "replaces\n`F.scaled_dot_product_attention` by a version that runs on DTensors sharded "
+          "on the sequence\ndimension", "source",
+          "torch 2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py: "
+          "context_parallel → _enable_context_parallel_dispatcher_impl(seq_dim=2): "
+          "_distribute_function monkey-patches F.scaled_dot_product_attention with "
+          "_ContextParallel.sdpa_input_fn (DTensor.from_local(..., [Shard(seq_dim)])) and "
+          "sdpa_output_fn (to_local)"),
+    Claim("21-cp-gpu-ring-kernels", "21_context_parallel", "cell-44",
+          "torch sends them to `_templated_ring_attention`", "source",
+          "torch 2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py: "
+          "_sdpa_handler maps _scaled_dot_product_{flash,efficient,cudnn}_attention (and "
+          "their backwards) to _scaled_dot_product_ring_*, which call "
+          "_templated_ring_attention (a loop over the ranks' K/V blocks, _SDPAMerger by "
+          "log-sum-exp; _HeadTailLoadBalancer for causal)"),
+    Claim("21-cp-gpu-rotate-methods", "21_context_parallel", "cell-44",
+          "Neither uses `send`/`recv`", "source",
+          "torch 2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py: "
+          "_ContextParallelOptions.rotate_method defaults to _RotateMethod.ALL_GATHER "
+          "(_AllGatherRotater: one ft_c.all_gather_single, then a chunk per step); "
+          "set_rotate_method('alltoall') selects _AllToAllRotater (ft_c.permute_tensor, "
+          "i.e. all_to_all_single, every step)"),
+    Claim("21-remember-cp-gpu", "21_context_parallel", "cell-54",
+          "On GPUs its ring kernels rotate the blocks by all-gather (default) or all-to-all",
+          "source",
+          "torch 2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py: "
+          "_create_rotater, _AllGatherRotater, _AllToAllRotater, set_rotate_method"),
+    # 22 expert parallelism: mixture of experts
+    gloo("22-uneven-2d", "22_expert_parallel", "cell-11",
+         "The tensors are 2-D (rows × 48 features): the split sizes count rows, the first "
+         "dimension", "22-a2a-uneven-2d"),
+    gloo("22-uneven-1d", "22_expert_parallel", "cell-11", "(on a 1-D tensor, elements)",
+         "22-a2a-uneven-1d"),
+    gloo("22-zero-splits", "22_expert_parallel", "cell-11",
+         "A piece may be empty, a split size of 0", "22-a2a-zero-splits"),
+    gloo("22-autograd-backward", "22_expert_parallel", "cell-32",
+         "is the same exchange with its backward registered", "22-a2a-autograd-backward"),
+    Claim("22-functional-not-counted", "22_expert_parallel", "cell-32",
+          "does not go through the `dist.all_to_all_single` function the counter wraps", "test",
+          "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
+    Claim("22-backward-swapped-splits", "22_expert_parallel", "cell-26",
+          "the backward of an `all_to_all_single` is an `all_to_all_single` with the **split "
+          "sizes swapped**", "test",
+          "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
+    Claim("22-gradients-of-one-process", "22_expert_parallel", "cell-00",
+          "both give the gradients of one process", "test",
+          "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
+    Claim("22-own-piece-not-sent", "22_expert_parallel", "cell-37",
+          "(a rank's own piece stays in its memory)", "test",
+          "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
+    Claim("22-model-plus-headers", "22_expert_parallel", "cell-40",
+          "the model for the splits used plus gloo's headers (48 bytes a message) is what was "
+          "measured", "test",
+          "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
+    Claim("22-even-model-off", "22_expert_parallel", "cell-40", "the even model is off",
+          "test", "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
+    Claim("22-torch-same-bytes", "22_expert_parallel", "cell-40",
+          "torch's `all_to_all_single_autograd` writes the same bytes as the hand-written "
+          "function", "test",
+          "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
+    gloo("22-too-few-aborts", "22_expert_parallel", "cell-43",
+         "gloo checks the size of what arrives and aborts the receiving process",
+         "22-a2a-receive-too-few-aborts"),
+    gloo("22-too-many-silent", "22_expert_parallel", "cell-45",
+         "No error on any rank: rank 0's extra row is never written",
+         "22-a2a-receive-too-many-silent"),
+    gloo("22-remember-wrong-sizes", "22_expert_parallel", "cell-50",
+         "too few rows kill the receiving process on gloo, too many leave rows that nothing "
+         "wrote", "22-a2a-receive-too-few-aborts"),
+    Claim("22-remember-same-bytes", "22_expert_parallel", "cell-50",
+          "`all_to_all_single_autograd` does it for you, with the same bytes", "test",
+          "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
+    Claim("22-remember-headers", "22_expert_parallel", "cell-50",
+          "gloo adds 48 bytes a message", "test",
+          "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
 )
 
 # ---------------------------------------------------------------- running them
@@ -722,7 +1003,7 @@ def test_every_case_backs_a_claim():
 
 
 def test_ledger_covers_every_notebook_and_docs_claims_md_states_its_size():
-    assert {c.notebook[:2] for c in CLAIMS} == {f"{i:02d}" for i in range(20)}
+    assert {c.notebook[:2] for c in CLAIMS} == {f"{i:02d}" for i in range(23)}
     page = (REPO / "docs" / "claims.md").read_text()
     gloo_tested = sum(c.kind in ("gloo", "test") for c in CLAIMS)
     nccl = sum(c.kind in ("gpu-check", "source") for c in CLAIMS)

@@ -1,5 +1,7 @@
 """Notebook 19 (2-D parallelism: data x tensor) executed on gloo, its parameters and
-losses checked against one process training on the whole batch."""
+losses checked against one process training on the whole batch; torch's own composition
+(parallelize_module on the row, fully_shard on the column) against the same reference,
+its calls and the bytes it wrote to each group read from every rank's connections."""
 from __future__ import annotations
 
 import pytest
@@ -64,6 +66,75 @@ def test_two_d_notebook(n_ranks, shape, tmp_path, monkeypatch):
     assert text.count("and no error") == n
     assert "not measured" not in text
     assert png_count(nb) >= 2
+    _assert_torch_composition(record, ref, dp, tp, k)
+
+
+def _assert_torch_composition(record: dict, ref, dp: int, tp: int, k: int) -> None:
+    """parallelize_module on the row, fully_shard on the column: every rank's full
+    parameters equal one process's, its losses the hand-built step's; its calls (FSDP2's on
+    the column, none on a column of one rank; DTensor's g on the row; none in the optimizer
+    step) and the bytes it wrote to each group, from every rank's connections."""
+    from helpers.bench.wire import agrees, peer_matrix
+
+    n = dp * tp
+    sync = (k * 8 + k + 4 * k + 4) * 8                  # the four tp shards, float64
+    g_size = 48 // dp * 4 * 8
+    for r, got in enumerate(record["ranks"]):
+        for name, value in ref.state.items():
+            assert diff(got["torch_params"][name], value) < TOL, (r, name)
+        assert max(abs(a - b) for a, b in zip(got["torch_losses"], got["losses"])) < TOL
+        row, col = divmod(r, tp)
+        row_ranks = [row * tp + c for c in range(tp)]
+        col_ranks = [q * tp + col for q in range(dp)]
+        fsdp = dp > 1
+        assert [(c["phase"], c["name"], c["group"], c["size"]) for c in got["torch_executed"]] \
+            == [("forward", "all_gather_single", col_ranks, sync)] * fsdp + [
+                ("forward", "all_reduce (functional)", row_ranks, g_size)] + [
+                ("backward", "reduce_scatter_single", col_ranks, sync)] * fsdp
+        # FSDP2's calls are read one by one; DTensor's functional call has no bytes of its own
+        for c in got["torch_executed"]:
+            if "functional" in c["name"]:
+                assert c["measured"] is None, c
+            else:
+                ring = c["model"] * (2 if "reduce_scatter" in c["name"] else 1)
+                assert agrees(c["measured"], ring, 1, dp), c
+        assert len(got["torch_sockets"]) == len(got["hand_sockets"]) == 3
+        # FSDP2 keeps 1/dp of the tp shard: rows of its row's rows of W1
+        part = k // dp
+        piece = ref.state["0.weight"][col * k + row * part:col * k + (row + 1) * part]
+        assert diff(got["W1_piece"], piece) < TOL, r
+        assert got["torch_piece_bytes"] * dp == sync, got["torch_piece_bytes"]
+
+    def to_groups(key: str) -> list[dict]:
+        """Per rank: the bytes of the step's three blocks to its row, its column, others."""
+        out = [{"tp": 0, "dp": 0, "other": 0} for _ in range(n)]
+        for phase in range(3):
+            sent, other = peer_matrix([got[key][phase] for got in record["ranks"]])
+            for r in range(n):
+                out[r]["other"] += other[r]
+                for j in range(n):
+                    if j == r:
+                        continue
+                    same_row, same_col = j // tp == r // tp, j % tp == r % tp
+                    out[r]["tp" if same_row else "dp" if same_col else "other"] += sent[r][j]
+        return out
+
+    hand, torch_sent = to_groups("hand_sockets"), to_groups("torch_sockets")
+    assert record["hand_group_bytes"] == hand and record["torch_group_bytes"] == torch_sent
+    step_only = peer_matrix([got["torch_sockets"][2] for got in record["ranks"]])
+    assert step_only == ([[0] * n for _ in range(n)], [0] * n)   # the optimizer: nothing
+    for r in range(n):
+        mine, theirs = hand[r], torch_sent[r]
+        assert mine["other"] == theirs["other"] == 0, (mine, theirs)
+        assert mine["tp"] == theirs["tp"], (mine, theirs)        # g: the same call, bytes
+        assert agrees(theirs["tp"], 2 * (tp - 1) / tp * g_size, 1, tp), theirs
+        if dp == 1:
+            assert mine["dp"] == theirs["dp"] == 0, (mine, theirs)
+        else:
+            # an all_gather's ring bytes, and a reduce_scatter that gloo runs as an all_reduce
+            on_gloo = (dp - 1) / dp * sync + 2 * (dp - 1) / dp * sync
+            assert agrees(theirs["dp"], on_gloo, 2, dp), theirs
+            assert theirs["dp"] < mine["dp"], (mine, theirs)   # two calls' headers, not four
 
 
 def _assert_step_bytes(executed: list[dict], dp: int) -> None:

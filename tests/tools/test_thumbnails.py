@@ -264,6 +264,44 @@ def test_training_cards_from_their_saved_runs(tmp_path):
     assert labels.count("tp: forward\n100 B") == 2 and labels.count("dp: gradient sync\n30 B") == 2
 
 
+def test_the_transformer_block_cards_from_their_saved_runs(tmp_path):
+    """20: activations by setting and region; 21: scores per rank and split; 22: rows sent,
+    rank × expert, each expert under its owner's colour."""
+    kept = {"one process": {"layernorm": 400, "tensor-parallel": 3000, "total": 3400},
+            "TP": {"layernorm": 400, "tensor-parallel": 1000, "total": 1400},
+            "TP + SP": {"layernorm": 100, "tensor-parallel": 1000, "total": 1100}}
+    _save(tmp_path, "20_tensor_sequence_parallel.json", _run("20_tensor_sequence_parallel", [[
+        {"rank": r, "saved_bytes": kept} for r in range(N)]]))
+    fig, _ = _card(tmp_path, "20_tensor_sequence_parallel")
+    bars = {p.get_gid(): p.get_width() for p in fig.axes[0].patches if p.get_gid()}
+    assert len(bars) == 3 * 2
+    assert bars["TP:layernorm"] == pytest.approx(4 * bars["TP + SP:layernorm"])
+    assert bars["one process:tensor-parallel"] == pytest.approx(3 * bars["TP:tensor-parallel"])
+
+    load = lambda r: {"contiguous": {"blocks": r + 1, "scores": 100 * (3 + 4 * r),
+                                     "compute_ms": 1.0 + r},
+                      "zigzag": {"blocks": N, "scores": 100 * (2 * N + 1), "compute_ms": 2.5}}
+    _save(tmp_path, "21_context_parallel.json", _run("21_context_parallel", [[
+        {"rank": r, "load": load(r)} for r in range(N)]]))
+    fig, _ = _card(tmp_path, "21_context_parallel")
+    bars = {p.get_gid(): p.get_width() for p in fig.axes[0].patches if p.get_gid()}
+    assert len({w for g, w in bars.items() if g.startswith("zigzag")}) == 1   # balanced
+    assert bars["contiguous:rank3"] == pytest.approx(5 * bars["contiguous:rank0"])
+
+    sent = [[3, 0, 5, 1, 2, 2, 0, 3], [1, 1, 1, 1, 1, 1, 1, 9]] * 2
+    _save(tmp_path, "22_expert_parallel.json", _run("22_expert_parallel", [[
+        {"rank": r, "load_runs": [{"cf": 1.25, "send_counts": sent[r], "dropped": [[0, 1]] * r},
+                                  {"cf": 0.75, "send_counts": sent[r], "dropped": [[0, 1]] * 5}]}
+        for r in range(N)]], top_k=2))
+    fig, _ = _card(tmp_path, "22_expert_parallel")
+    cells = {g: p for g in _gids(fig) for p in fig.axes[0].patches if p.get_gid() == g}
+    assert len([g for g in cells if g.startswith("sent:")]) == N * 8
+    owners = [to_rgb(cells[f"owner:e{e}"].get_facecolor()) for e in range(8)]
+    assert owners[0] == owners[1] != owners[2] == owners[3]      # two experts a rank
+    words = [t.get_text() for t in fig.axes[0].texts]
+    assert "9" in words and "cf 1.25: 6 dropped · cf 0.75: 20 dropped" in words
+
+
 def test_no_saved_results_means_none_and_the_page_plot_is_letterboxed(tmp_path):
     from matplotlib.figure import Figure
 
