@@ -1,8 +1,11 @@
-"""Card pictures of part 3, a transformer block split four ways (20–22), from save_run.
+"""Card pictures of parts 3 and 4 (20–24): a transformer block split four ways, a step
+fitted in memory and time; each from what the notebook saved with save_run.
 
 20 the activations a rank keeps for backward (one process, TP, TP + SP), stacked by region;
 21 the causal attention scores each rank computes, contiguous split against zig-zag;
-22 the tokens each rank sends to each expert, experts under the rank that holds them.
+22 the tokens each rank sends to each expert, experts under the rank that holds them;
+23 the bytes each gradient hook sent, against DDP's fp32 all_reduce, and its error;
+24 the hand-built schedules' measured timelines (F, B or I, W per rank), m = 2 × ranks.
 """
 from __future__ import annotations
 
@@ -110,8 +113,79 @@ def expert_parallel_figure(data: Mapping[str, Any]) -> Any:
     return fig
 
 
+# --------------------------------------------------------------------------- 23
+def compression_figure(data: Mapping[str, Any]) -> Any:
+    """23: rank 0's measured bytes for one backward pass per hook, as bars on one scale, each
+    labelled with its share of fp32's and the gradient's relative error."""
+    rows = _ranks(data)[0]["compression"]
+    fig, ax = canvas()
+    title(fig, f"{data.get('world_size')} ranks: bytes a rank sent per hook")
+    left, top = 14, 54
+    pitch = (HEIGHT_PX - 20 - top) / len(rows)
+    fp32 = max(rows[0]["measured"] or 1, 1)
+    scale = (WIDTH_PX - 40) / max(max(r["measured"] or 0 for r in rows), 1)
+    for i, row in enumerate(rows):
+        y = top + i * pitch
+        share = (row["measured"] or 0) / fp32
+        ax.add_patch(Rectangle((left, y + 3), (row["measured"] or 0) * scale, pitch - 6,
+                               facecolor="#4c72b0" if i == 0 else "#dd8452", alpha=0.35,
+                               edgecolor="none", gid=f"hook:{row['hook']}"))
+        ax.text(left + 6, y + pitch / 2, f"{row['hook']}: {share:.2f}× · error "
+                f"{row['rel_error']:.0e}", fontsize=MIN_FONT, va="center")
+    return fig
+
+
+# --------------------------------------------------------------------------- 24
+SCHEDULE_KINDS = (("F", "#4c72b0", "F"), ("B", "#c44e52", "B"), ("I", "#55a868", "I"),
+                  ("W", "#e6ab02", "W"))
+
+
+def schedules_figure(data: Mapping[str, Any]) -> Any:
+    """24: the hand-built schedules at m = 2 × ranks as measured (fastest repeat): one row
+    per rank, the compute spans coloured, the rest idle or waiting."""
+    from helpers.training.pipeline import step_time
+
+    ranks = _ranks(data)
+    m = 2 * len(ranks)
+    runs: dict[tuple[str, int], list] = {}
+    for state in ranks:
+        for name, mb, repeat, events, *_ in state["runs"]:
+            if mb == m:
+                runs.setdefault((name, repeat), []).append(events)
+    best: dict[str, list] = {}
+    for (name, _), by_rank in runs.items():
+        if len(by_rank) == len(ranks) and (name not in best
+                                           or step_time(by_rank) < step_time(best[name])):
+            best[name] = by_rank
+    fig, ax = canvas()
+    title(fig, f"pipeline schedules: {len(ranks)} ranks · m = {m}")
+    left, top, right = 14, 56, WIDTH_PX - 14
+    block = (HEIGHT_PX - 40 - top) / max(len(best), 1)
+    for k, (name, by_rank) in enumerate(best.items()):
+        y0 = top + k * block
+        scale = (right - left) / step_time(by_rank)
+        ax.text(left, y0 + 12, f"{name} · {step_time(by_rank) * 1e3:.0f} ms", fontsize=MIN_FONT,
+                va="center", fontweight="bold")
+        pitch = (block - 30) / len(by_rank)
+        for r, events in enumerate(by_rank):
+            y = y0 + 26 + r * pitch
+            ax.add_patch(Rectangle((left, y + 1), right - left, pitch - 2, facecolor="#f2f2f2",
+                                   edgecolor="none"))
+            for kind, _mb, begin, end in events:
+                color = dict((key, c) for key, c, _ in SCHEDULE_KINDS).get(kind)
+                if color:
+                    ax.add_patch(Rectangle((left + begin * scale, y + 1), (end - begin) * scale,
+                                           pitch - 2, facecolor=color, edgecolor="none",
+                                           gid=f"{name}:rank{r}:{kind}"))
+    legend(ax, [(color, words) for _, color, words in SCHEDULE_KINDS] + [("#f2f2f2", "idle")],
+           HEIGHT_PX - 20)
+    return fig
+
+
 DRAWINGS: dict[str, Callable[[dict], Any]] = {
     "20_tensor_sequence_parallel": sequence_parallel_figure,
     "21_context_parallel": context_parallel_figure,
     "22_expert_parallel": expert_parallel_figure,
+    "23_accumulation_compression": compression_figure,
+    "24_pipeline_schedules": schedules_figure,
 }

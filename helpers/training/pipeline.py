@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -72,15 +72,19 @@ def theory_bubble(n_stages: int, n_microbatches: int) -> float:
 
 
 class Timeline:
-    """Spans (kind, micro-batch, start, end) in seconds since `start()`, on one rank.
+    """Spans (kind, label, start, end) in seconds since `start()`, on one rank; the label
+    is the micro-batch here (a subclass may name another: a ring's step, "stage.mb"), and
+    `kinds` the spans a subclass allows.
 
     On a CUDA device each span ends with `torch.cuda.synchronize`: kernels and NCCL
     calls return before the GPU has done the work, so without it a span would measure
     the launch, not the work.
     """
 
+    kinds: tuple[str, ...] = KINDS
+
     def __init__(self, device: torch.device | str = "cpu") -> None:
-        self.events: list[tuple[str, int | None, float, float]] = []
+        self.events: list[tuple[str, Any, float, float]] = []
         self._sync = torch.device(device).type == "cuda"
         self._device = torch.device(device)
         self._t0 = time.perf_counter()
@@ -90,9 +94,9 @@ class Timeline:
         self._t0 = time.perf_counter()
 
     @contextlib.contextmanager
-    def span(self, kind: str, microbatch: int | None = None) -> Iterator[None]:
-        if kind not in KINDS:
-            raise ValueError(f"unknown span kind {kind!r}; use one of {KINDS}")
+    def span(self, kind: str, microbatch: Any = None) -> Iterator[None]:
+        if kind not in self.kinds:
+            raise ValueError(f"unknown span kind {kind!r}; use one of {self.kinds}")
         begin = time.perf_counter() - self._t0
         try:
             yield

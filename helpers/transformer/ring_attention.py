@@ -13,13 +13,12 @@ Runs on the engines and in the notebook alike (torch only).
 """
 from __future__ import annotations
 
-import contextlib
-import time
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import torch
 
 from helpers.training.measured import bytes_text
+from helpers.training.pipeline import Timeline
 from helpers.transformer.block import SEQ, attention, make_block, make_tokens, split_heads
 
 LAYOUTS = ("contiguous", "zigzag")
@@ -63,30 +62,11 @@ def chunks(rank: int, n: int, layout: str, seq: int = SEQ,
             for i in range(0, len(positions), size)]
 
 
-class Spans:
-    """(kind, step, start, end) in seconds since `start()`, on one rank. On CUDA each span
-    ends by waiting for the GPU (kernels return before the work is done)."""
+class Spans(Timeline):
+    """(kind, step, start, end) in seconds since `start()`, on one rank: notebook 18's
+    timeline, its spans the ring's (compute a block, post the transfer, wait for it)."""
 
-    def __init__(self, device: torch.device | str = "cpu") -> None:
-        self.events: list[tuple[str, int, float, float]] = []
-        self._device = torch.device(device)
-        self._t0 = time.perf_counter()
-
-    def start(self) -> None:
-        self.events = []
-        self._t0 = time.perf_counter()
-
-    @contextlib.contextmanager
-    def span(self, kind: str, step: int) -> Iterator[None]:
-        if kind not in KINDS:
-            raise ValueError(f"unknown span kind {kind!r}; use one of {KINDS}")
-        begin = time.perf_counter() - self._t0
-        try:
-            yield
-        finally:
-            if self._device.type == "cuda":
-                torch.cuda.synchronize(self._device)
-            self.events.append((kind, step, begin, time.perf_counter() - self._t0))
+    kinds = KINDS
 
 
 def total(events: Sequence, kind: str) -> float:

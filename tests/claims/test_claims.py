@@ -1,4 +1,4 @@
-"""The ledger: what notebooks 00-22 say about torch, gloo, NCCL, nccl-tests and ipyparallel.
+"""The ledger: what notebooks 00-24 say about torch, gloo, NCCL, nccl-tests and ipyparallel.
 
 CLAIMS lists every such sentence: its notebook and cell, a quote that must still be in
 that cell (so ledger and notebooks cannot drift apart), and its evidence:
@@ -35,6 +35,8 @@ import claim_cases_wire  # noqa: F401  (registers the bytes-on-the-wire cases of
 import claim_cases_block  # noqa: F401  (registers the cases of notebook 20)
 import claim_cases_context  # noqa: F401  (registers the cases of notebook 21)
 import claim_cases_experts  # noqa: F401  (registers the cases of notebook 22)
+import claim_cases_accumulation  # noqa: F401  (registers the cases of notebook 23)
+import claim_cases_schedules  # noqa: F401  (registers the cases of notebook 24)
 from helpers.runtime.disposable import RankOutcome, case_source, run_disposable
 from tools.nccl_claims import CHECKLIST
 
@@ -887,6 +889,82 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("22-remember-headers", "22_expert_parallel", "cell-50",
           "gloo adds 48 bytes a message", "test",
           "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
+    # 23 accumulation, recomputation and compressed gradients
+    gloo("23-bf16-refused", "23_accumulation_compression", "cell-31",
+         "`bf16_compress_hook` is refused at registration, on gloo and on a CPU build",
+         "23-bf16-refused-by-name"),
+    gloo("23-bf16-wrapper-runs", "23_accumulation_compression", "cell-31",
+         "the same function under another name registers and runs", "23-bf16-refused-by-name"),
+    Claim("23-bf16-name-only", "23_accumulation_compression", "cell-31",
+          "It looks at the name only, not at the backend", "source",
+          "torch/nn/parallel/distributed.py (torch 2.13.0, line 2485): "
+          "DistributedDataParallel._check_comm_hook tests hook.__name__ in "
+          "['bf16_compress_hook', 'bf16_compress_wrapper_hook']"),
+    gloo("23-batched-powersgd", "23_accumulation_compression", "cell-38",
+         "fails on torch 2.13 at its first compressed pass, inside `_orthogonalize`",
+         "23-batched-powersgd-orthogonalize"),
+    gloo("23-reentrant-needs-grad", "23_accumulation_compression", "cell-27",
+         "the output requires no grad, and backward fails", "23-reentrant-needs-grad"),
+    Claim("23-forgot-no-sync-right", "23_accumulation_compression", "cell-14",
+          "The parameters are still right", "test",
+          "tests/notebooks/test_23_accumulation_compression.py::"
+          "test_accumulation_compression_notebook"),
+    Claim("23-no-sync-equals-whole-batch", "23_accumulation_compression", "cell-00",
+          "equal to one process on the\n  whole batch", "test",
+          "tests/notebooks/test_23_accumulation_compression.py::"
+          "test_accumulation_compression_notebook"),
+    Claim("23-powersgd-same-every-rank", "23_accumulation_compression", "cell-38",
+          "the same on every rank", "test",
+          "tests/notebooks/test_23_accumulation_compression.py::"
+          "test_accumulation_compression_notebook"),
+    # 24 pipeline schedules after 1F1B
+    gloo("24-torch-placements", "24_pipeline_schedules", "torch-md",
+         "`ScheduleInterleaved1F1B` and `ScheduleInterleavedZeroBubble` take\nstage *s* on "
+         "rank *s* mod *p*, like ours", "24-torch-multi-stage-schedules"),
+    gloo("24-torch-v-placement", "24_pipeline_schedules", "torch-md",
+         "`ScheduleZBVZeroBubble` and `ScheduleDualPipeV`\ntake a **V**: rank *r* holds stages "
+         "*r* and 2*p* − 1 − *r*", "24-torch-multi-stage-schedules"),
+    gloo("24-interleaved-1f1b-order", "24_pipeline_schedules", "orders-read",
+         "`ScheduleInterleaved1F1B` runs the same order as ours on every rank: rank *r* runs\n"
+         "2(*p* − *r* − 1) + *p* + 1 forwards before its first backward, then a backward and "
+         "a\nforward in turn", "24-torch-multi-stage-schedules"),
+    gloo("24-interleaved-zb-order", "24_pipeline_schedules", "orders-read",
+         "`ScheduleInterleavedZeroBubble` places the stages as ours but runs 2*p* − *r*\n"
+         "forwards before its first I, and splits every backward into an I and a W",
+         "24-torch-multi-stage-schedules"),
+    gloo("24-zbv-order", "24_pipeline_schedules", "orders-read",
+         "`ScheduleZBVZeroBubble` runs 2*p* forwards on every rank before its first I, which "
+         "is\nfor the rank's second stage (stage 2*p* − 1 − *r*)",
+         "24-torch-multi-stage-schedules"),
+    gloo("24-dualpipev-order", "24_pipeline_schedules", "orders-read",
+         "`ScheduleDualPipeV` runs 2*p* forwards before its first backward too (2*p* + 1 on "
+         "the\nlast rank); it runs more full backwards B than split ones, and after its last "
+         "B only\nI's and W's", "24-torch-multi-stage-schedules"),
+    gloo("24-torch-split-counts", "24_pipeline_schedules", "torch-read",
+         "`ScheduleInterleaved1F1B` runs only B's; the two\nzero-bubble schedules split every "
+         "backward into I and W; `ScheduleDualPipeV` splits only\nsome",
+         "24-torch-multi-stage-schedules"),
+    gloo("24-torch-memory", "24_pipeline_schedules", "torch-memory-read",
+         "`ScheduleInterleaved1F1B` holds what our interleaved 1F1B\nholds, 2(*p* − *r* − 1) + "
+         "*p* + 1 on rank *r*; the two zero-bubble schedules hold 2*p* on\nevery rank, and "
+         "`ScheduleDualPipeV` 2*p* + 1", "24-torch-multi-stage-schedules"),
+    gloo("24-torch-equal-gradients", "24_pipeline_schedules", "title",
+         "torch's own `ScheduleInterleaved1F1B`, `ScheduleInterleavedZeroBubble`,\n"
+         "`ScheduleZBVZeroBubble` and `ScheduleDualPipeV` on the same stages: the gradients",
+         "24-torch-multi-stage-schedules"),
+    Claim("24-torch-w-from-saved-intermediates", "24_pipeline_schedules", "run-md",
+          "torch's stage\n  saves the intermediate nodes during I and starts W from them",
+          "source", "torch/distributed/pipelining/_backward.py (torch 2.13): "
+          "stage_backward_input saves param_groups' intermediates, stage_backward_weight "
+          "starts from them"),
+    Claim("24-orders-disagree-raise", "24_pipeline_schedules", "pitfall-md",
+          "it raises instead of hanging", "test",
+          "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
+    Claim("24-our-interleaved-same-as-torch", "24_pipeline_schedules", "remember",
+          "torch's `ScheduleInterleaved1F1B`, `ScheduleInterleavedZeroBubble`,\n  "
+          "`ScheduleZBVZeroBubble` and `ScheduleDualPipeV` take a list of stages per rank",
+          "test",
+          "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
 )
 
 # ---------------------------------------------------------------- running them
@@ -1003,7 +1081,7 @@ def test_every_case_backs_a_claim():
 
 
 def test_ledger_covers_every_notebook_and_docs_claims_md_states_its_size():
-    assert {c.notebook[:2] for c in CLAIMS} == {f"{i:02d}" for i in range(23)}
+    assert {c.notebook[:2] for c in CLAIMS} == {f"{i:02d}" for i in range(25)}
     page = (REPO / "docs" / "claims.md").read_text()
     gloo_tested = sum(c.kind in ("gloo", "test") for c in CLAIMS)
     nccl = sum(c.kind in ("gpu-check", "source") for c in CLAIMS)

@@ -302,6 +302,32 @@ def test_the_transformer_block_cards_from_their_saved_runs(tmp_path):
     assert "9" in words and "cf 1.25: 6 dropped · cf 0.75: 20 dropped" in words
 
 
+def test_the_cards_of_part_4_from_their_saved_runs(tmp_path):
+    """23: a bar per hook, its length the measured bytes; 24: each hand-built schedule's
+    fastest run at m = 2 × ranks, its compute spans per rank."""
+    rows = [{"hook": "fp32", "measured": 4000, "rel_error": 1e-16},
+            {"hook": "fp16", "measured": 1000, "rel_error": 3e-4}]
+    _save(tmp_path, "23_accumulation_compression.json", _run("23_accumulation_compression", [[
+        {"rank": r, "compression": rows} for r in range(N)]]))
+    fig, _ = _card(tmp_path, "23_accumulation_compression")
+    bars = {p.get_gid(): p.get_width() for p in fig.axes[0].patches if p.get_gid()}
+    assert bars["hook:fp32"] == pytest.approx(4 * bars["hook:fp16"])
+    assert "fp16: 0.25× · error 3e-04" in [t.get_text() for t in fig.axes[0].texts]
+
+    def events(r: int, slow: float) -> list:
+        return [["F", "0.0", 0.01 * r, 0.01 * r + 0.01], ["wait", "0.0", 0.05, 0.06],
+                ["I", "0.0", 0.1, 0.1 + slow], ["W", "0.0", 0.2, 0.21]]
+    _save(tmp_path, "24_pipeline_schedules.json", _run("24_pipeline_schedules", [[
+        {"rank": r, "runs": [["ZB-H1", 2 * N, 0, events(r, 0.05), 1],
+                             ["ZB-H1", 2 * N, 1, events(r, 0.01), 1],
+                             ["ZB-H1", N, 0, events(r, 0.01), 1]]} for r in range(N)]]))
+    fig, _ = _card(tmp_path, "24_pipeline_schedules")
+    spans = [g for g in _gids(fig) if g.startswith("ZB-H1:")]
+    assert len(spans) == 3 * N and "ZB-H1:rank3:W" in spans          # waits are not drawn
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert "ZB-H1 · 210 ms" in labels                                # the faster repeat
+
+
 def test_no_saved_results_means_none_and_the_page_plot_is_letterboxed(tmp_path):
     from matplotlib.figure import Figure
 

@@ -1,0 +1,129 @@
+"""Notebook 24 (pipeline schedules after 1F1B: interleaved 1F1B and ZB-H1 by hand, torch's
+multi-stage schedules) executed on gloo, checked against references computed here."""
+from __future__ import annotations
+
+import pytest
+import torch
+from notebook_runner import notebook_text, png_count
+from training_notebooks import diff, run_training_notebook
+
+from helpers.training.pipeline import make_stages
+from helpers.training.toy import loss_fn, make_data
+
+SCHEDULES = {"1F1B": 1, "interleaved": 2, "ZB-H1": 1}     # name: chunks per rank
+TORCH = ("ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble",
+         "ScheduleDualPipeV")
+
+
+def _saved_diff(saved, grad: torch.Tensor) -> float:
+    """A saved gradient against the reference: the whole tensor, or a large one's summary."""
+    if not isinstance(saved, dict):
+        return diff(saved, grad)
+    assert saved["shape"] == list(grad.shape) and saved["dtype"] == "float64", saved
+    head = torch.tensor(saved["head"], dtype=grad.dtype)
+    return max(abs(saved["norm"] - grad.norm().item()),
+               abs(saved["sum"] - grad.sum().item()) / max(1.0, grad.numel() ** 0.5),
+               (head - grad.flatten()[:8]).abs().max().item())
+
+
+def _reference(n_stages: int, width: int, batch: int) -> list[dict]:
+    X, Y = make_data(n_samples=batch)
+    model = torch.nn.Sequential(*make_stages(n_stages, width))
+    loss_fn(model(X), Y).backward()
+    return [{k: p.grad for k, p in stage.named_parameters()} for stage in model]
+
+
+def _order(events) -> list[tuple[str, int, int]]:
+    """Compute spans in start order, as (kind, stage, micro-batch)."""
+    spans = sorted((e for e in events if e[0] in ("F", "B", "I", "W")), key=lambda e: e[2])
+    return [(e[0], *map(int, e[1].split("."))) for e in spans]
+
+
+def _held(order) -> int:
+    """Most (stage, mb) forwarded and not done with (after B, or W where there is W)."""
+    held = peak = 0
+    for kind, *_ in order:
+        held += (kind == "F") - (kind in ("B", "W"))
+        peak = max(peak, held)
+    return peak
+
+
+def _bubble(events_by_rank) -> float:
+    total = max(e[3] for events in events_by_rank for e in events)
+    return sum(1 - sum(e[3] - e[2] for e in events if e[0] in ("F", "B", "I", "W")) / total
+               for events in events_by_rank) / len(events_by_rank)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("n_ranks", [2, 4])
+def test_pipeline_schedules_notebook(n_ranks, tmp_path, monkeypatch):
+    nb, record = run_training_notebook("24_pipeline_schedules", n_ranks, tmp_path, monkeypatch)
+    p, width, batch = n_ranks, record["width"], record["batch"]
+    ms = record["microbatch_counts"]
+    assert ms == [p, 2 * p, 4 * p] and all(batch % m == 0 for m in ms)
+    ref = {n: _reference(n, width, batch) for n in (p, 2 * p)}
+
+    runs = {}                       # (schedule, m, repeat) → events per rank
+    for r, got in enumerate(record["ranks"]):
+        assert got["rank"] == r
+        for name, v in SCHEDULES.items():           # the hand-built gradients, m = 2p
+            saved = got["hand_grads"][name]
+            assert sorted(map(int, saved)) == list(range(r, p * v, p))
+            for s, grads in saved.items():
+                for k, grad in ref[p * v][int(s)].items():
+                    assert _saved_diff(grads[k], grad) < 1e-10, (name, s, k)
+        for name, m, repeat, events, peak in got["runs"]:
+            runs.setdefault((name, m, repeat), []).append(events)
+            order = _order(events)
+            v = SCHEDULES[name]
+            kinds = ("F", "I", "W") if name == "ZB-H1" else ("F", "B")
+            # every action once, on this rank's stages
+            assert sorted(order) == sorted((k, s, i) for k in kinds
+                                           for s in range(r, p * v, p) for i in range(m))
+            assert peak == _held(order)
+            if name == "1F1B":
+                assert peak == min(p - r, m)
+            elif name == "interleaved":
+                assert peak == min(2 * (p - r - 1) + p + 1, 2 * m)
+            waits = sum(e[0] == "wait" for e in events)
+            sends_in = (m * v - (r == 0) * m) + (m * v - (r == p - 1) * m)
+            assert waits == sends_in, (name, m, r, waits)  # one wait per message received
+        for name in TORCH:                                 # torch's, on the 2p stages
+            got_t = got["torch_runs"][name]
+            v_shape = name in ("ScheduleZBVZeroBubble", "ScheduleDualPipeV")
+            assert got_t["stages"] == ([r, 2 * p - 1 - r] if v_shape else [r, r + p])
+            for s in got_t["stages"]:
+                for k, grad in ref[2 * p][s].items():
+                    assert _saved_diff(got_t["grads"][str(s)][k], grad) < 1e-10, (name, s)
+            order = _order(got_t["events"])
+            assert got_t["peak"] == _held(order) == record["torch_peaks"][name][r]
+            kinds = [a[0] for a in order]
+            assert record["torch_counts"][name][r] == {k: kinds.count(k) for k in "FBIW"}
+            assert kinds.count("F") == 2 * 2 * p
+        # torch's interleaved 1F1B is ours at m = 2p (every repeat)
+        for repeat in range(2):
+            ours = _order(runs[("interleaved", 2 * p, repeat)][r])
+            assert ours == _order(got["torch_runs"]["ScheduleInterleaved1F1B"]["events"])
+
+    assert set(runs) == {(n, m, k) for n in SCHEDULES for m in ms for k in range(2)}
+    assert record["peaks"]["interleaved"] == [min(2 * (p - r - 1) + p + 1, 4 * p)
+                                              for r in range(p)]
+    table = record["bubble_table"]
+    assert len(table) == 3 * len(ms)
+    for row in table:
+        key, m, v = row["key"], row["m"], row["v"]
+        formula = {"1F1B": (p - 1) / (m + p - 1), "interleaved": (p - 1) / (v * m + p - 1),
+                   "ZB-H1": (p - 1) / (3 * m + p - 1)}[key]
+        assert row["formula"] == pytest.approx(formula) and row["plan"] == pytest.approx(formula)
+        measured = sum(_bubble(runs[(key, m, k)]) for k in range(2)) / 2
+        assert row["measured"] == pytest.approx(measured, abs=1e-9)
+
+    text = notebook_text(nb)
+    for r in (0, 1):
+        assert (f"rank {r}: raised after 3." in text
+                and "Timed out waiting 3000ms for recv operation" in text)
+    assert "went through" not in text
+    assert "simulate: deadlock at slot 0" in text
+    assert ("our interleaved 1F1B and torch's ScheduleInterleaved1F1B: the same order on "
+            "every rank") in text
+    assert png_count(nb) == 4      # the plans, two measured timelines, the bubble plot
