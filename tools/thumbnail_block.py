@@ -4,7 +4,7 @@ fitted in memory and time; each from what the notebook saved with save_run.
 20 the activations a rank keeps for backward (one process, TP, TP + SP), stacked by region;
 21 the causal attention scores each rank computes, contiguous split against zig-zag;
 22 the tokens each rank sends to each expert, experts under the rank that holds them;
-23 the bytes each gradient hook sent, against DDP's fp32 all_reduce, and its error;
+23 the bytes each gradient hook sent, against DDP's own all_reduce, and its error;
 24 the hand-built schedules' measured timelines (F, B or I, W per rank), m = 2 × ranks.
 """
 from __future__ import annotations
@@ -116,17 +116,17 @@ def expert_parallel_figure(data: Mapping[str, Any]) -> Any:
 # --------------------------------------------------------------------------- 23
 def compression_figure(data: Mapping[str, Any]) -> Any:
     """23: rank 0's measured bytes for one backward pass per hook, as bars on one scale, each
-    labelled with its share of fp32's and the gradient's relative error."""
+    labelled with its share of the first row's (DDP's own) and the gradient's relative error."""
     rows = _ranks(data)[0]["compression"]
     fig, ax = canvas()
     title(fig, f"{data.get('world_size')} ranks: bytes a rank sent per hook")
     left, top = 14, 54
     pitch = (HEIGHT_PX - 20 - top) / len(rows)
-    fp32 = max(rows[0]["measured"] or 1, 1)
+    base = max(rows[0]["measured"] or 1, 1)
     scale = (WIDTH_PX - 40) / max(max(r["measured"] or 0 for r in rows), 1)
     for i, row in enumerate(rows):
         y = top + i * pitch
-        share = (row["measured"] or 0) / fp32
+        share = (row["measured"] or 0) / base
         ax.add_patch(Rectangle((left, y + 3), (row["measured"] or 0) * scale, pitch - 6,
                                facecolor="#4c72b0" if i == 0 else "#dd8452", alpha=0.35,
                                edgecolor="none", gid=f"hook:{row['hook']}"))

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
+from helpers.bench.nccl_tests import model_sent
 from helpers.transformer.sequence_parallel import ActivationMeter
 
 K_STEPS = 4   # accumulation steps: 48 samples / (4 · n) is a whole micro-batch for n = 1…4
@@ -45,7 +46,7 @@ def micro_batches(X: torch.Tensor, Y: torch.Tensor, rank: int, world_size: int,
 
 def ring_all_reduce(nbytes: float, n: int) -> float:
     """The ring model of one all_reduce of S = nbytes: 2(n − 1)/n · S sent per rank."""
-    return 2 * (n - 1) / n * nbytes
+    return model_sent("all_reduce", nbytes, n, 0)
 
 
 def flat_grad(model: nn.Module) -> torch.Tensor:
@@ -65,14 +66,6 @@ def state_of(model: nn.Module) -> dict[str, torch.Tensor]:
     """A copy of the parameters, by state-dict name (DDP's `module.` prefix removed)."""
     return {name.removeprefix("module."): v.detach().clone()
             for name, v in model.state_dict().items()}
-
-
-def max_state_diff(got: dict[str, Any], expected: dict[str, torch.Tensor]) -> float:
-    """The largest gap over every tensor of two state dicts (saved lists or tensors)."""
-    if set(got) != set(expected):
-        raise ValueError(f"different parameters: {sorted(set(got) ^ set(expected))}")
-    return max((torch.as_tensor(got[k], dtype=v.dtype) - v).abs().max().item()
-               for k, v in expected.items())
 
 
 def make_stack(depth: int, seed: int = 0) -> nn.Sequential:

@@ -77,10 +77,10 @@ def compression_rows(probes: dict[str, dict[str, Any]], reference: torch.Tensor,
 
 def compression_text(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     """The table: hook, calls counted, Σ S, model and measured bytes of one backward pass,
-    measured as a share of `baseline`'s, and the errors against the exact gradient."""
+    measured as a share of `baseline`'s (× base), and the errors against the exact gradient."""
     base = next(r["measured"] for r in rows if r["hook"] == baseline)
     out = [f"{'hook':<26}{'calls':>6}{'Σ S (B)':>10}{'model (B)':>11}{'measured (B)':>14}"
-           f"{'× fp32':>8}{'max |error|':>13}{'rel. error':>12}"]
+           f"{'× base':>8}{'max |error|':>13}{'rel. error':>12}"]
     for r in rows:
         measured = "not measured" if r["measured"] is None else f"{r['measured']:,}"
         share = "" if r["measured"] is None or not base else f"{r['measured'] / base:.3f}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator, Sequence
 
-from helpers.training.pipeline import Timeline
+from helpers.training.pipeline import Timeline, bubble_fraction, step_time  # noqa: F401
 
 Action = tuple[str, int, int]      # (kind, stage, micro-batch)
 # torch's letters: F forward, B full backward, I input-gradient backward, W weight gradient
@@ -203,21 +203,6 @@ def formula_bubble(schedule: str, p: int, m: int, v: int = 1) -> float:
     return (p - 1) / (3 * m + p - 1)
 
 
-def bubble_over_compute(schedule: str, p: int, m: int, v: int = 1) -> float:
-    """The same bubble as a share of the compute time: (p − 1)/m, (p − 1)/(v·m), ..."""
-    b = formula_bubble(schedule, p, m, v)
-    return b / (1 - b)
-
-
-def peak_in_flight(order: Sequence[Action]) -> int:
-    """The most (stage, micro-batch) forwarded and not yet done with (after B or W)."""
-    held = peak = 0
-    for kind, _, _ in order:
-        held += 1 if kind == "F" else -1 if kind in ("B", "W") else 0
-        peak = max(peak, held)
-    return peak
-
-
 class Spans(Timeline):
     """Spans (kind, "stage.mb", start, end) in seconds since `start()`, on one rank:
     notebook 18's timeline, with kinds F, B, I, W (compute) and wait (for a transfer)."""
@@ -236,15 +221,9 @@ def compute_order(events: Sequence) -> list[str]:
             if kind in COMPUTE]
 
 
-def step_time(events_by_rank: Sequence[Sequence]) -> float:
-    return max(end for events in events_by_rank for *_, end in events)
-
-
 def measured_bubble(events_by_rank: Sequence[Sequence]) -> list[float]:
-    """Per rank: 1 − (its F, B, I and W time) / the step time."""
-    total = step_time(events_by_rank)
-    return [1 - sum(e - b for kind, _, b, e in events if kind in COMPUTE) / total
-            for events in events_by_rank]
+    """Per rank: 1 − (its F, B, I and W time) / the step time (notebook 18's measure)."""
+    return bubble_fraction(events_by_rank, COMPUTE)
 
 
 @contextlib.contextmanager

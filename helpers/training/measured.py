@@ -58,6 +58,12 @@ def measured_vs_model(measured: float | None, model: float, calls: int, n: int,
         f"(+{measured - model:,.0f} B of headers, {header_share(measured, model):.0%})")
 
 
+def as_gloo_runs(name: str, model: float) -> float:
+    """One call's ring model as gloo runs it: a reduce_scatter (any of its functions) is an
+    all_reduce of its input on gloo, twice the ring's (n−1)/n·S (notebook 11)."""
+    return 2 * model if "reduce_scatter" in name else model
+
+
 def reduce_scatter_as_all_reduce(measured: float | None, model: float, n: int,
                                  what: str = "reduce_scatter") -> tuple[bool | None, str]:
     """(verdict, text): gloo's reduce_scatter writes what an all_reduce of its input writes.
@@ -71,7 +77,7 @@ def reduce_scatter_as_all_reduce(measured: float | None, model: float, n: int,
     label = f"{what}: " if what else ""
     if measured is None:
         return None, f"{label}model {model:,.0f} B; {NOT_MEASURED}"
-    as_all_reduce = 2 * model
+    as_all_reduce = as_gloo_runs("reduce_scatter", model)
     return agrees(measured, as_all_reduce, 1, n), (
         f"{label}measured {measured:,.0f} B = {measured / model:.2f}× its ring model "
         f"{model:,.0f} B: what an all_reduce of the same input writes on gloo "

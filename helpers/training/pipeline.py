@@ -216,10 +216,11 @@ def busy_time(events: Sequence, kinds: Sequence[str] = COMPUTE) -> float:
     return sum(end - begin for kind, _, begin, end in events if kind in kinds)
 
 
-def bubble_fraction(events_by_rank: Sequence[Sequence]) -> list[float]:
-    """Per rank: the share of the step during which it did not compute."""
+def bubble_fraction(events_by_rank: Sequence[Sequence],
+                    kinds: Sequence[str] = COMPUTE) -> list[float]:
+    """Per rank: the share of the step during which it did not compute (spans of `kinds`)."""
     total = step_time(events_by_rank)
-    return [1.0 - busy_time(events) / total for events in events_by_rank]
+    return [1.0 - busy_time(events, kinds) / total for events in events_by_rank]
 
 
 def plot_timelines(timelines: dict[str, Sequence[Sequence]], title: str):

@@ -83,11 +83,11 @@ def reference(d_hidden: int, X: torch.Tensor | None = None,
 
 def max_diff(got: Any, expected: torch.Tensor) -> float:
     """The largest |got − expected| (got: a pulled tensor, or nested lists); inf when the
-    shapes differ."""
+    shapes differ, 0 for two empty tensors."""
     got = torch.as_tensor(got).to(expected.dtype)
     if got.shape != expected.shape:
         return float("inf")
-    return (got - expected).abs().max().item()
+    return (got - expected).abs().max().item() if got.numel() else 0.0
 
 
 def shard_diffs(state: dict, ref: Reference, rank: int, n: int) -> dict[str, float]:

@@ -13,6 +13,7 @@ Runs on the engines and in the notebook alike: torch only, no ipyparallel.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -82,8 +83,10 @@ def make_optimizer(model: nn.Module, lr: float, optimizer: str = "sgd") -> torch
     raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
 
 
-def max_abs_diff(state: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> float:
-    """The largest |a − b| over every parameter of two state dicts with the same keys."""
+def max_abs_diff(state: dict[str, Any], reference: dict[str, torch.Tensor]) -> float:
+    """The largest |a − b| over every parameter of two state dicts with the same keys (the
+    first's values: tensors, or the lists a saved record holds), in the reference's dtype."""
     if set(state) != set(reference):
         raise ValueError(f"different parameters: {sorted(state)} vs {sorted(reference)}")
-    return max((torch.as_tensor(state[k]) - reference[k]).abs().max().item() for k in state)
+    return max((torch.as_tensor(state[k], dtype=reference[k].dtype) - reference[k]).abs().max()
+               .item() for k in state)

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from typing import Any, Iterator, Sequence
 
+from helpers.training.measured import as_gloo_runs
 from helpers.training.two_d import dp_group_ranks, planned_step, tp_group_ranks
 
 # DTensor's functional collectives (torch.distributed._functional_collectives), which
@@ -157,7 +158,7 @@ def group_table(hand: dict, torch_calls: dict, hand_sent: dict | None,
 def on_gloo(executed: Sequence[dict]) -> float:
     """The calls' ring model, with each reduce_scatter counted as the all_reduce of its input
     that gloo runs instead (notebook 11: 2(n − 1)/n · S, twice the ring's reduce_scatter)."""
-    return sum(c["model"] * (2 if "reduce_scatter" in c["name"] else 1) for c in executed)
+    return sum(as_gloo_runs(c["name"], c["model"]) for c in executed)
 
 
 def group_bytes_report(title: str, states: Sequence[dict], rows_key: str,

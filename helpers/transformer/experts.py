@@ -24,6 +24,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from helpers.training.tensor_parallel import max_diff  # noqa: F401  (the checks call it here)
 from helpers.transformer.block import BATCH, D_FF, D_MODEL, DTYPE, SEQ, make_tokens
 
 EXPERTS_PER_RANK = 2
@@ -179,14 +180,6 @@ def uneven_model(input_split_sizes: Sequence[int], rank: int, row_bytes: int) ->
     """Bytes this rank sends in an all_to_all_single, the model for uneven splits: every
     split but its own (a rank keeps that piece). For even splits: (n − 1)/n · S."""
     return sum(rows for peer, rows in enumerate(input_split_sizes) if peer != rank) * row_bytes
-
-
-def max_diff(got, expected: torch.Tensor) -> float:
-    """The largest gap between two tensors (a pulled value and a reference)."""
-    got = torch.as_tensor(got, dtype=expected.dtype)
-    if got.shape != expected.shape:
-        raise ValueError(f"shapes differ: {tuple(got.shape)} vs {tuple(expected.shape)}")
-    return (got - expected).abs().max().item() if got.numel() else 0.0
 
 
 def exchange_row(call: str, log, model: float) -> dict:

@@ -19,6 +19,7 @@ import torch
 
 from helpers.training.measured import bytes_text
 from helpers.training.pipeline import Timeline
+from helpers.training.tensor_parallel import max_diff  # noqa: F401  (the checks call it here)
 from helpers.transformer.block import SEQ, attention, make_block, make_tokens, split_heads
 
 LAYOUTS = ("contiguous", "zigzag")
@@ -90,13 +91,6 @@ def full_qkv(X: torch.Tensor | None = None
 def full_attention(causal: bool, X: torch.Tensor | None = None) -> torch.Tensor:
     """The block's own `attention` on the whole sequence, in one process."""
     return attention(*full_qkv(X), causal=causal)
-
-
-def max_diff(got: torch.Tensor, expected: torch.Tensor) -> float:
-    got = torch.as_tensor(got, dtype=expected.dtype)
-    if got.shape != expected.shape:
-        raise ValueError(f"shapes differ: {tuple(got.shape)} vs {tuple(expected.shape)}")
-    return (got - expected).abs().max().item()
 
 
 # ------------------------------------------------------------------ the model of the work

@@ -15,11 +15,13 @@ measures and checks.
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import torch
 from torch import nn
 
+from helpers.training.measured import as_gloo_runs
+from helpers.training.tensor_parallel import max_diff
 from helpers.transformer.block import D_FF, D_MODEL, N_HEADS, SEQ, BlockReference
 
 HEAD_DIM = D_MODEL // N_HEADS
@@ -102,11 +104,6 @@ def grads_of(model: nn.Module) -> dict[str, torch.Tensor]:
     return {name: local(p.grad) for name, p in model.named_parameters()}
 
 
-def is_replicated(name: str) -> bool:
-    """Whether every rank holds the whole parameter `name` (hand-built or torch's names)."""
-    return name in REPLICATED or name in ("attn.o.bias", "mlp.2.bias")
-
-
 def expected_grad(name: str, ref: BlockReference, rank: int, n: int) -> torch.Tensor:
     """The slice of the reference gradient that rank `rank` must hold for parameter `name`
     (a hand-built name, or make_block's)."""
@@ -124,14 +121,6 @@ def expected_grad(name: str, ref: BlockReference, rank: int, n: int) -> torch.Te
     if layer == "mlp.2":
         return grad[:, my_features(rank, n)]
     raise KeyError(f"no parameter {name!r} in the block")
-
-
-def max_diff(got: Any, expected: torch.Tensor) -> float:
-    """The largest |got − expected|; inf when the shapes differ."""
-    got = torch.as_tensor(got).to(expected.dtype)
-    if got.shape != expected.shape:
-        return float("inf")
-    return (got - expected).abs().max().item() if got.numel() else 0.0
 
 
 def grad_diffs(grads: Mapping[str, Any], ref: BlockReference, rank: int,
@@ -197,20 +186,11 @@ class ActivationMeter:
         return table
 
 
-def regions_iter(tables: Mapping[str, Mapping[str, int]]) -> Iterator[tuple[str, str, int]]:
-    """(scheme, region, bytes) for every scheme's `by_region` table, total last."""
-    for scheme, table in tables.items():
-        for region in sorted(table, key=lambda r: r == "total"):
-            yield scheme, region, table[region]
-
-
 # ---------------------------------------------------------------- bytes on the wire
 def gloo_model(row: Mapping[str, Any]) -> float:
     """A row's ring model with each reduce_scatter counted as the all_reduce gloo runs in
     its place (twice the ring's (n−1)/n·S): what gloo's measurement is held against."""
-    extra = sum(c["model"] for name, c in row["collectives"].items()
-                if name.startswith("reduce_scatter"))
-    return row["model"] + extra
+    return sum(as_gloo_runs(name, c["model"]) for name, c in row["collectives"].items())
 
 
 def wire_report(title: str, rows_by_rank: Any, n: int):

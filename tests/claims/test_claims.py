@@ -844,9 +844,9 @@ CLAIMS: tuple[Claim, ...] = (
     # 22 expert parallelism: mixture of experts
     gloo("22-uneven-2d", "22_expert_parallel", "cell-11",
          "The tensors are 2-D (rows × 48 features): the split sizes count rows, the first "
-         "dimension", "22-a2a-uneven-2d"),
+         "dimension", "22-a2a-uneven"),
     gloo("22-uneven-1d", "22_expert_parallel", "cell-11", "(on a 1-D tensor, elements)",
-         "22-a2a-uneven-1d"),
+         "22-a2a-uneven"),
     gloo("22-zero-splits", "22_expert_parallel", "cell-11",
          "A piece may be empty, a split size of 0", "22-a2a-zero-splits"),
     gloo("22-autograd-backward", "22_expert_parallel", "cell-32",
@@ -890,6 +890,17 @@ CLAIMS: tuple[Claim, ...] = (
           "gloo adds 48 bytes a message", "test",
           "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
     # 23 accumulation, recomputation and compressed gradients
+    Claim("23-powersgd-skips-small-matrices", "23_accumulation_compression", "cell-33",
+          "so is a matrix whose compression would gain less than\n`min_compression_rate`",
+          "source", "torch 2.13 torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py, "
+          "PowerSGDState's docstring (item 3) and _should_compress: a tensor is compressed "
+          "only if (rows + cols) · rank · min_compression_rate < rows · cols, else allreduced"),
+    Claim("23-powersgd-vanilla-before-start-iter", "23_accumulation_compression", "cell-33",
+          "(`start_powerSGD_iter=2`); before, it all_reduces the whole bucket", "source",
+          "torch 2.13 torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py, "
+          "PowerSGDState's docstring (item 2): vanilla allreduce runs prior to step "
+          "start_powerSGD_iter; powerSGD_hook returns default allreduce of the bucket until "
+          "state.iter reaches it"),
     gloo("23-bf16-refused", "23_accumulation_compression", "cell-31",
          "`bf16_compress_hook` is refused at registration, on gloo and on a CPU build",
          "23-bf16-refused-by-name"),

@@ -44,11 +44,16 @@ def test_flat_grad_round_trip_and_ring_model():
     assert acc.ring_all_reduce(1000, 4) == 1500 and acc.ring_all_reduce(1000, 1) == 0
 
 
-def test_state_diff_names_missing_parameters():
+def test_state_diff_of_saved_lists_is_float64_and_names_missing_parameters():
+    from helpers.training.toy import max_abs_diff
+
     state = acc.state_of(make_mlp())
-    assert acc.max_state_diff(state, state) == 0
+    saved = {k: v.tolist() for k, v in state.items()}           # what a record holds
+    assert max_abs_diff(saved, state) == 0                       # not float32's 1e-8
+    nudged = {**saved, "0.bias": (state["0.bias"] + 1e-13).tolist()}
+    assert 0 < max_abs_diff(nudged, state) < 1e-12
     with pytest.raises(ValueError, match="different parameters"):
-        acc.max_state_diff({"x": [1.0]}, state)
+        max_abs_diff({"x": [1.0]}, state)
 
 
 def test_recompute_cost_counts_forwards_and_bytes():

@@ -70,7 +70,9 @@ def test_spans_record_in_order_and_refuse_unknown_kinds():
         pass
     assert [e[:2] for e in spans.events] == [("compute", 0), ("wait", 0)]
     assert all(0 <= b <= e for _, _, b, e in spans.events)
-    assert rat.total(spans.events, "compute") >= 0
+    assert rat.total(spans.events, "compute") == spans.events[0][3] - spans.events[0][2]
+    assert rat.total([("wait", 0, 0.5, 2.0), ("compute", 1, 0.0, 0.25),
+                      ("wait", 1, 3.0, 3.5)], "wait") == 2.0
     with pytest.raises(ValueError, match="unknown span kind"):
         with spans.span("sleep", 1):
             pass
@@ -85,8 +87,7 @@ def test_reference_is_sdpa_and_owner_of_is_exact():
     assert rat.owner_of(2.5, [1.0, 2.5, 3.0]) == 1
     with pytest.raises(ValueError, match="not exactly one"):
         rat.owner_of(1.0, [1.0, 1.0])
-    with pytest.raises(ValueError, match="shapes differ"):
-        rat.max_diff(torch.zeros(2), torch.zeros(3))
+    assert rat.max_diff(torch.zeros(2), torch.zeros(3)) == float("inf")
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -127,4 +128,6 @@ def test_plots_carry_every_rank():
     fig = figs.plot_timelines({"a": events, "b": events}, "t")
     gids = {p.get_gid() for ax in fig.axes for p in ax.patches}
     assert "a:1:wait:0" in gids and "b:0:post:0" in gids
-    assert "\n" not in rat.work_table({"zigzag": [load[0]["zigzag"]]}).splitlines()[0]
+    assert rat.work_table({"zigzag": [load[0]["zigzag"]]}).splitlines() == [
+        "layout       rank  blocks merged  scores computed  compute (ms)",
+        "zigzag          0              1               10          1.00"]

@@ -130,4 +130,9 @@ def test_the_figures_draw_every_rank(n):
              "TP": {"layernorm": 10, "tensor-parallel": 15, "total": 25}}
     fig = figures.plot_activation_bytes([table] * n)
     assert len([p for p in fig.axes[0].patches if p.get_gid()]) == 2 * 2 * n
-    assert "rank" in sp.memory_text([table] * n) or "every rank" in sp.memory_text([table] * n)
+    text = sp.memory_text([table] * n)                 # the same on every rank: one table
+    assert text.splitlines()[0] == "(every rank)" and text.count("layernorm") == 1
+    assert "TP                        10 B             15 B             25 B" in text
+    other = {**table, "TP": {"layernorm": 5, "tensor-parallel": 15, "total": 20}}
+    text = sp.memory_text([table] + [other] * (n - 1))  # ranks differ: one table each
+    assert text.count("layernorm") == n and text.startswith("rank 0:")

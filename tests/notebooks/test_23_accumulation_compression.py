@@ -34,7 +34,7 @@ def _saved_bytes(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> in
     return sum(seen.values())
 
 
-def _fp32_losses(steps: int = 6, lr: float = 0.5) -> list[float]:
+def _float64_losses(steps: int = 6, lr: float = 0.5) -> list[float]:
     X, Y = make_tokens(batch=12)
     block = make_block()
     opt = torch.optim.SGD(block.parameters(), lr=lr)
@@ -61,7 +61,7 @@ def test_accumulation_compression_notebook(n_ranks, tmp_path, monkeypatch):
     per = 12 // n
     stack = torch.nn.Sequential(*(make_block(seed=i) for i in range(4)))
     plain_saved = _saved_bytes(stack, X[:per], Y[:per])
-    fp32 = _fp32_losses()
+    one_process = _float64_losses()
     for rank, got in enumerate(record["ranks"]):
         assert got["grad_bytes"] == S and got["hand_calls"] == [1, 1, 1]
         assert agrees(got["hand_bytes"][-1], one, 1, n), got["hand_bytes"]
@@ -74,7 +74,7 @@ def test_accumulation_compression_notebook(n_ranks, tmp_path, monkeypatch):
         assert plain["saved_bytes"] == plain_saved
         assert 4 * per * 24 * 48 * 8 <= ckpt["saved_bytes"] < plain_saved / 5
         rows = {r["hook"]: r for r in got["compression"]}
-        exact = rows["fp32 (DDP's own)"]
+        exact = rows["float64 (DDP's own)"]
         assert exact["calls"] == 0 and exact["max_error"] < 1e-12
         assert agrees(exact["measured"], _ring(N_PARAMS_BLOCK * 8, n), 1, n)
         for hook in ("fp16_compress_hook", "fp16 by hand", "bf16_compress_hook, wrapped"):
@@ -91,11 +91,11 @@ def test_accumulation_compression_notebook(n_ranks, tmp_path, monkeypatch):
             assert agrees(r["measured"], _ring(size, n), 3, n), r
             assert r["rel_error"] > rows["bf16_compress_hook, wrapped"]["rel_error"]
     losses = record["mean_losses"]
-    assert losses["fp32 (DDP's own)"] == pytest.approx(fp32, abs=1e-12)
+    assert losses["float64 (DDP's own)"] == pytest.approx(one_process, abs=1e-12)
     for hook in ("fp16_compress_hook", "fp16 by hand", "bf16_compress_hook, wrapped"):
-        assert losses[hook] == pytest.approx(fp32, abs=1e-3), hook
+        assert losses[hook] == pytest.approx(one_process, abs=1e-3), hook
     last = [losses[f"powerSGD_hook rank {r}"][-1] for r in (1, 2, 4)]
-    assert last[0] > last[1] > last[2] > fp32[-1], last
+    assert last[0] > last[1] > last[2] > one_process[-1], last
     assert record["refusal"] == ("BF16 all reduce communication hook required CUDA 11+ and "
                                  "NCCL 2.10+ or XPU and XCCL")
     assert record["batched"] == ["AssertionError in _orthogonalize, called from "
