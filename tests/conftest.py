@@ -105,3 +105,14 @@ def pytest_sessionfinish(session, exitstatus):
                        env=dict(os.environ, IPYTHONDIR=ipython_dir),
                        capture_output=True, timeout=60)
     shutil.rmtree(_SANDBOX, ignore_errors=True)
+
+
+@pytest.fixture
+def one_rank_group():
+    """A one-rank gloo default group, destroyed afterwards (for helpers that call dist)."""
+    import torch.distributed as dist
+
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()

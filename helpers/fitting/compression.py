@@ -17,6 +17,7 @@ import torch
 
 from helpers.fitting.accumulation import flat_grad, ring_all_reduce
 from helpers.training.comm import count_collectives
+from helpers.training.toy import reference_train
 
 PASSES = 3   # PowerSGD compresses from its 3rd pass on (start_powerSGD_iter=2, DDP's rule)
 
@@ -36,16 +37,9 @@ def probe(ddp: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Calla
 
 def train(ddp: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable,
           steps: int, lr: float) -> list[float]:
-    """`steps` SGD steps; this rank's loss before each step."""
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = loss_fn(ddp(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+    """`steps` SGD steps (the toy's training loop, on this rank's share); this rank's loss
+    before each step."""
+    return reference_train(ddp, x, y, steps, lr, loss=loss_fn).losses
 
 
 def default_model(n_params: int, n: int, itemsize: int = 8) -> float:

@@ -13,7 +13,7 @@ Runs on the engines and in the notebook alike: torch only, no ipyparallel.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -62,16 +62,19 @@ class Reference:
 
 
 def reference_train(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, steps: int,
-                    lr: float = 0.1, optimizer: str = "sgd") -> Reference:
-    """Train on the whole batch in one process: what every parallel version must match."""
+                    lr: float = 0.1, optimizer: str = "sgd",
+                    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = loss_fn
+                    ) -> Reference:
+    """Train on the whole batch in one process: what every parallel version must match
+    (`loss`: the toy's MSE unless another model's is given)."""
     opt = make_optimizer(model, lr, optimizer)
     losses = []
     for _ in range(steps):
         opt.zero_grad()
-        loss = loss_fn(model(X), Y)
-        loss.backward()
+        loss_value = loss(model(X), Y)
+        loss_value.backward()
         opt.step()
-        losses.append(loss.item())
+        losses.append(loss_value.item())
     return Reference(losses, {k: v.detach().clone() for k, v in model.state_dict().items()})
 
 

@@ -19,15 +19,6 @@ from helpers.training.measured import NOT_MEASURED
 from helpers.training.toy import loss_fn, make_data, make_mlp
 
 
-@pytest.fixture
-def one_rank_group():
-    """A one-rank gloo default group, destroyed afterwards."""
-    assert not dist.is_initialized()
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
 # ------------------------------------------------------------ tensor_parallel
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])

@@ -12,15 +12,6 @@ from helpers.training import two_d_torch as two_d
 from helpers.training.measured import NOT_MEASURED
 
 
-@pytest.fixture
-def one_rank_group():
-    """A one-rank gloo default group, destroyed afterwards."""
-    assert not dist.is_initialized()
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
 def test_count_torch_collectives_notes_functional_calls_with_their_group(one_rank_group):
     import torch.distributed._functional_collectives as funcol
 
@@ -36,7 +27,9 @@ def test_count_torch_collectives_notes_functional_calls_with_their_group(one_ran
         ("all_reduce (functional)", [0], 48, 0.0), ("all_reduce", [0], 48, 0.0)]
     assert rows[0]["measured"] is None                     # noted, not timed
     assert rows[1]["measured"] == 0                        # a one-rank group sends nothing
-    assert two_d.block_sockets(log) == {}
+    # no byte on any connection: this process may still hold connections of groups that
+    # earlier tests on this worker made (they show with 0 B), never one that carried data
+    assert all(sent == 0 for sent in two_d.block_sockets(log).values())
 
 
 def test_full_parameters_puts_dtensors_back_together_and_restores_the_logger(one_rank_group):
