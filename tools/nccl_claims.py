@@ -206,6 +206,53 @@ def check_uneven_all_to_all_list(n_gpus: int) -> str:
     return f"{n_gpus} ranks: uneven pieces delivered"
 
 
+def _tuning_log(n_gpus: int, max_bytes: str) -> str:
+    """What an all_reduce sweep (8 B to `max_bytes`) on up to 2 GPUs prints with
+    NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=TUNING (torchrun, this package's bench)."""
+    env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="TUNING",
+               TORCH_NCCL_BLOCKING_WAIT="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+         f"--nproc_per_node={min(n_gpus, 2)}", "-m", "helpers.bench", "--backend", "nccl",
+         "--collectives", "all_reduce", "--min-bytes", "8", "--max-bytes", max_bytes,
+         "--json"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout + done.stderr
+
+
+def check_tuning_table(n_gpus: int) -> str:
+    """Notebook 25: NCCL_DEBUG=INFO + NCCL_DEBUG_SUBSYS=TUNING print the tuner's table
+    (algorithm × protocol) when a communicator is made."""
+    log = _tuning_log(n_gpus, "8")
+    lines = [line for line in log.splitlines() if "Algorithm" in line or "Protocol" in line]
+    assert any("Ring" in line for line in lines) and any("LL128" in line for line in lines), \
+        log[-2000:]
+    return " / ".join(" ".join(line.split()) for line in lines[:2])
+
+
+def check_tuning_per_call(n_gpus: int) -> str:
+    """Notebook 25: with NCCL_DEBUG=INFO + NCCL_DEBUG_SUBSYS=TUNING rank 0 logs the
+    algorithm and protocol of every call (NCCL 2.20+, src/enqueue.cc: "... Bytes -> Algo")."""
+    log = _tuning_log(n_gpus, "1M")
+    lines = [line for line in log.splitlines() if "Bytes -> Algo" in line]
+    sizes = {line.split("Bytes -> Algo")[0].split()[-1] for line in lines}
+    assert len(sizes) > 1, log[-2000:]
+    return f"{len(lines)} per-call lines, {len(sizes)} sizes; e.g. {' '.join(lines[0].split())}"
+
+
+def check_algo_changes_time(n_gpus: int) -> str:
+    """Notebook 25: forcing NCCL_ALGO (Ring or Tree, Simple protocol) changes an all_reduce's
+    time at some size of a sweep up to 64 MiB."""
+    from helpers.bench.alpha_beta import nccl_algo_sweep
+
+    runs = nccl_algo_sweep(n_gpus)
+    ring, tree = runs["Ring/Simple"], runs["Tree/Simple"]
+    assert ring and tree, {k: len(v) for k, v in runs.items()}
+    ratios = {r["bytes"]: t["time_us"] / r["time_us"] for r, t in zip(ring, tree)}
+    assert any(abs(x - 1) > 0.1 for x in ratios.values()), ratios
+    return ", ".join(f"{size} B: tree/ring {x:.2f}" for size, x in list(ratios.items())[::4])
+
+
 CHECKLIST: tuple[NcclClaim, ...] = (
     NcclClaim("one-rank-group", "00", "a NCCL group of one rank works (one GPU, one rank)",
               "torch.distributed init_process_group; NCCL ncclCommInitRank", 1,
@@ -243,6 +290,19 @@ CHECKLIST: tuple[NcclClaim, ...] = (
               2, check_uneven_all_to_all_list),
     NcclClaim("send-blocks-large", "09", "ncclSend may let small messages through and "
               "blocks on large ones", "NCCL docs, ncclSend ('blocking for the GPU')", 2, None),
+    NcclClaim("nccl-tuning-table", "25", "NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=TUNING "
+              "prints the tuner's latency/bandwidth table per algorithm and protocol",
+              "NVIDIA/nccl src/graph/tuning.cc ncclTopoTuneModel (INFO(NCCL_TUNING, ...)); "
+              "NVIDIA/nccl#1847", 2, check_tuning_table),
+    NcclClaim("nccl-tuning-per-call", "25", "NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=TUNING "
+              "logs, on rank 0, the algorithm and protocol NCCL picked for every call "
+              "('<bytes> Bytes -> Algo ... proto ...')",
+              "NVIDIA/nccl src/enqueue.cc (v2.20.3-1 and later): if (comm->rank == 0) "
+              "INFO(NCCL_TUNING, \"... Bytes -> Algo ...\")", 2, check_tuning_per_call),
+    NcclClaim("nccl-algo-changes-time", "25", "NCCL_ALGO=Ring vs NCCL_ALGO=Tree (NCCL_PROTO="
+              "Simple) changes an all_reduce's time at some size (2+ GPUs)",
+              "NCCL docs, Environment Variables (NCCL_ALGO, NCCL_PROTO); "
+              "helpers.bench.alpha_beta.nccl_algo_sweep", 2, check_algo_changes_time),
 )
 
 

@@ -29,10 +29,11 @@ LEAD = ("One notebook per collective, then the parallelism built from them: the 
         "beside what every rank really held, checked against a NumPy model.")
 # (heading, first, last notebook number): the seed's collectives, beyond them, parallelism,
 # then a transformer block split by heads, sequence, context and experts, then a step
-# fitted in memory and time.
+# fitted in memory and time, then the algorithms, failures and a plan at scale.
 GROUPS = [("Collectives", 0, 7), ("Beyond the collectives", 8, 13), ("Parallelism", 14, 19),
           ("A transformer block, split", 20, 22),
-          ("Fitting a step in memory and time", 23, 24)]
+          ("Fitting a step in memory and time", 23, 24),
+          ("Choosing, surviving, planning", 25, 27)]
 OTHER_GROUP = "More"
 SPHINX_TIMEOUT_S = 600
 

@@ -1,5 +1,6 @@
 """Card pictures of parts 3 and 4 (20–24): a transformer block split four ways, a step
-fitted in memory and time; each from what the notebook saved with save_run.
+fitted in memory and time; each from what the notebook saved with save_run (part 5:
+tools/thumbnail_scale.py).
 
 20 the activations a rank keeps for backward (one process, TP, TP + SP), stacked by region;
 21 the causal attention scores each rank computes, contiguous split against zig-zag;

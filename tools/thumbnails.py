@@ -184,6 +184,7 @@ def figure_for(stem: str, results_dir: Path) -> Any:
     """The card's figure for `stem`, from its saved results, or None."""
     from tools import thumbnail_block as block
     from tools import thumbnail_collectives as collectives
+    from tools import thumbnail_scale as scale
     from tools import thumbnail_training as training
 
     survey = _load(results_dir / f"{stem}.survey.json")
@@ -198,7 +199,8 @@ def figure_for(stem: str, results_dir: Path) -> Any:
         return busbw_figure(data)
     if isinstance(data, dict) and data.get("kind") == "00_ranks_and_world":
         return barrier_figure(data)
-    drawings: dict[str, Callable[[dict], Any]] = {**training.DRAWINGS, **block.DRAWINGS}
+    drawings: dict[str, Callable[[dict], Any]] = {**training.DRAWINGS, **block.DRAWINGS,
+                                                  **scale.DRAWINGS}
     if isinstance(data, dict) and data.get("kind") in drawings:
         return drawings[data["kind"]](data)
     record = collectives.first_record(data)

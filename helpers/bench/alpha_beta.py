@@ -41,6 +41,17 @@ def _log2(n: int) -> int:
     return math.ceil(math.log2(n)) if n > 1 else 0
 
 
+def _height(n: int) -> int:
+    """floor(log2 n): the depth of a heap-ordered binary tree of n ranks."""
+    return n.bit_length() - 1
+
+
+def _tree_down(n: int) -> int:
+    """Σ over a heap tree's levels of the most children of a node: the sends, one after the
+    other, that bring the sum down (level d's first node 2^d − 1 has 2 if 2^(d+1) < n)."""
+    return sum(2 if 2 ** (d + 1) < n else 1 for d in range(_height(n)))
+
+
 # Per algorithm and collective: n → (latency steps, bytes on one rank's link / S).
 # "ring": the ring / chain / direct-to-peers algorithm whose bytes are nccl-tests' busbw
 # factor; "tree": a pipelined binary tree (log2 n steps deep, every byte up and/or down
@@ -60,6 +71,16 @@ ALGORITHMS: dict[str, dict[str, Terms]] = {
         **{c: (lambda n: (_log2(n), (n - 1) / n))
            for c in ("all_gather", "reduce_scatter", "gather", "scatter")},
     },
+    # notebook 25's hand-built all_reduces, not pipelined: every step waits for its
+    # whole message. Binary tree in heap order (children 2v + 1, 2v + 2): S up per level,
+    # then a parent sends S to each child in turn. Our double tree runs its two trees
+    # (S/2 each) one after the other. Halving-doubling on the largest power of two p ≤ n,
+    # the n − p extra ranks folded in and out (two more steps of S each).
+    "binary_tree": {"all_reduce": lambda n: (2 * _height(n), _height(n) + _tree_down(n))},
+    "double_binary_tree": {"all_reduce": lambda n: (4 * _height(n), _height(n) + _tree_down(n))},
+    "halving_doubling": {"all_reduce": lambda n: (
+        2 * _height(n) + 2 * (n & (n - 1) != 0),
+        2 * ((1 << _height(n)) - 1) / (1 << _height(n)) + 2 * (n & (n - 1) != 0))},
 }
 
 

@@ -82,18 +82,22 @@ class TutorialCluster:
         """Engine ids in rank order (an engine id is not a rank)."""
         return [info.engine_id for info in self.ranks]
 
-    def pull(self, *names: str) -> list[dict[str, Any]]:
+    def pull(self, *names: str, alive_only: bool = False) -> list[dict[str, Any]]:
         """Bring named engine variables to the notebook: one dict per rank, in rank order,
         {"rank": r, name: value, ...}.
 
         Tensors arrive as CPU torch tensors of the rank's dtype, NumPy arrays as arrays,
-        containers as lists and dicts (helpers.runtime.transfer).
+        containers as lists and dicts (helpers.runtime.transfer). `alive_only`: only from
+        the engines still alive (after one died), the dead ranks left out.
         """
         self._check_running()
-        view = self.client.direct_view(self.engine_ids)
+        ranks = self.ranks
+        if alive_only:
+            ranks = [info for info in ranks if info.engine_id in self.client.ids]
+        view = self.client.direct_view([info.engine_id for info in ranks])
         per_rank = view.apply_async(engine.pull, list(names)).get(timeout=self.timeout_s)
         return [{"rank": info.rank, **decode(values)}
-                for info, values in zip(self.ranks, per_rank)]
+                for info, values in zip(ranks, per_rank)]
 
     def values(self, name: str) -> list[Any]:
         """`name` on every rank, in rank order (tensors as CPU tensors, as `pull`)."""

@@ -22,7 +22,8 @@ from torch import nn
 
 from helpers.training.measured import as_gloo_runs
 from helpers.training.tensor_parallel import max_diff
-from helpers.transformer.block import D_FF, D_MODEL, N_HEADS, SEQ, BlockReference
+from helpers.transformer.block import (D_FF, D_MODEL, N_HEADS, SEQ, BlockReference, attention,
+                                       merge_heads, split_heads)
 
 HEAD_DIM = D_MODEL // N_HEADS
 
@@ -133,6 +134,23 @@ def worst(diffs: Mapping[str, float]) -> tuple[str, float]:
     """The parameter with the largest gap, and the gap."""
     name = max(diffs, key=diffs.get)
     return name, diffs[name]
+
+
+# ---------------------------------------------------------------- torch's plan
+class LocalHeadsAttention(nn.Module):
+    """The block's attention, its heads counted from q's output (head size fixed): under
+    `parallelize_module` q.weight is a DTensor whose shape is the whole tensor's."""
+
+    def __init__(self, attn: nn.Module):
+        super().__init__()
+        self.q, self.k, self.v, self.o = attn.q, attn.k, attn.v, attn.o
+        self.head_dim, self.causal = attn.q.out_features // attn.n_heads, attn.causal
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (proj(x) for proj in (self.q, self.k, self.v))
+        local_heads = q.shape[-1] // self.head_dim          # 12 / world_size
+        q, k, v = (split_heads(t, local_heads) for t in (q, k, v))
+        return self.o(merge_heads(attention(q, k, v, self.causal)))
 
 
 # ---------------------------------------------------------------- activation memory

@@ -37,6 +37,9 @@ import claim_cases_context  # noqa: F401  (registers the cases of notebook 21)
 import claim_cases_experts  # noqa: F401  (registers the cases of notebook 22)
 import claim_cases_accumulation  # noqa: F401  (registers the cases of notebook 23)
 import claim_cases_schedules  # noqa: F401  (registers the cases of notebook 24)
+import claim_cases_algorithms  # noqa: F401  (registers the cases of notebook 25)
+import claim_cases_checkpoints  # noqa: F401  (registers the cases of notebook 26)
+import claim_cases_planner  # noqa: F401  (registers the cases of notebook 27)
 from helpers.runtime.disposable import RankOutcome, case_source, run_disposable
 from tools.nccl_claims import CHECKLIST
 
@@ -976,6 +979,251 @@ CLAIMS: tuple[Claim, ...] = (
           "`ScheduleZBVZeroBubble` and `ScheduleDualPipeV` take a list of stages per rank",
           "test",
           "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
+    # 25 algorithms: ring, tree, halving-doubling
+    gloo("25-gloo-broadcast-binomial-tree", "25_algorithms", "c33",
+         "gloo's broadcast writes what our binomial tree writes, to the same ranks",
+         "11-broadcast-binomial-tree"),
+    Claim("25-gloo-headers-48", "25_algorithms", "c24",
+          "gloo's headers (48 B per\nmessage", "test",
+          "tests/helpers/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    Claim("25-gloo-all-reduce-in-cpp", "25_algorithms", "c41c",
+          "gloo's own `all_reduce` runs its whole ring inside gloo's C++", "source",
+          "pytorch/gloo (HEAD 70dc360) gloo/allreduce.cc allreduce() -> ring(): 'Ring "
+          "reduce/scatter' then 'Ring allgather', in C++; torch ProcessGroupGloo "
+          "AsyncAllreduceWork::allreduce calls gloo::allreduce(opts) once per call"),
+    gloo("25-gloo-broadcast-2S-at-4", "25_algorithms", "c33",
+         "at 4 ranks rank 0 sends 2 · S (to ranks 1 and 2), rank 1 sends S (to rank 3), ranks "
+         "2 and 3 only headers", "11-broadcast-binomial-tree"),
+    Claim("25-gloo-broadcast-source", "25_algorithms", "c33",
+          "It is `gloo::broadcast` in `gloo/broadcast.cc` (pytorch/gloo), which torch's "
+          "`ProcessGroupGloo` calls for a CPU tensor", "source",
+          "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp AsyncBroadcastWork::broadcast: "
+          "gloo::BroadcastOptions opts(context_); opts.setRoot(rootRank) ... "
+          "gloo::broadcast(opts); pytorch/gloo gloo/broadcast.cc (HEAD 70dc360): 'exponential "
+          "participation starting with virtual ranks 0 and 1', peer = opposite bit i"),
+    gloo("25-gloo-all-reduce-ring", "25_algorithms", "c36",
+         "torch gets the ring at every size", "11-all-reduce-ring-at-every-size"),
+    Claim("25-gloo-bcube-option-unset", "25_algorithms", "c36",
+          "it has another algorithm (bcube) behind an option that torch's `ProcessGroupGloo` "
+          "does not set", "source",
+          "pytorch/gloo (HEAD 70dc360) gloo/allreduce.h AllreduceOptionsImpl::Algorithm "
+          "{UNSPECIFIED, RING, BCUBE}, default UNSPECIFIED; gloo/allreduce.cc allreduce(): "
+          "'case UNSPECIFIED: case RING: ring(...)', 'case BCUBE: bcube(...)'; ring() = 'Ring "
+          "reduce/scatter' then 'Ring allgather'. torch 2.13 "
+          "torch/include/torch/csrc/distributed/c10d/ProcessGroupGlooDetail.hpp "
+          "AsyncAllreduceWork::allreduce sets reduce function, tag, timeout and outputs, never "
+          "setAlgorithm"),
+    gloo("25-gloo-reduce-root-writes", "25_algorithms", "c36",
+         "**reduce** writes from the root too", "11-reduce-root-writes-too"),
+    gloo("25-gloo-all-gather-ring", "25_algorithms", "c36",
+         "**all_gather** is a ring to rank *r* + 1", "11-ring-and-direct-collectives-agree"),
+    Claim("25-gloo-all-reduce-as-ring-measured", "25_algorithms", "c28",
+          "gloo's own all_reduce writes what the ring writes", "test",
+          "tests/notebooks/test_25_algorithms.py::test_algorithms_notebook"),
+    gloo("25-root-disagreement-times-out", "25_algorithms", "c45",
+         "the group's timeout (3 s here) ends it with an error instead of a hang",
+         "25-ranks-disagree-on-root"),
+    Claim("25-nccl-double-tree-blog", "25_algorithms", "c04",
+          "source draws both trees in a comment (above `ncclGetDtree` in NVIDIA/nccl's "
+          "`src/graph/trees.cc`: the mirror for an even number of ranks, a shift by one for an "
+          "odd number)", "source",
+          "NVIDIA/nccl src/graph/trees.cc (HEAD 5067397c): comment 'Build a double binary tree. "
+          "Take the previous tree for the first tree. For the second tree, we use a mirror tree "
+          "(if nranks is even) ... or shift it by one rank (if nranks is odd)', both drawn"),
+    Claim("25-nccl-tree-pipelined", "25_algorithms", "c10",
+          "NCCL cuts it into chunks and pipelines them through the tree", "source",
+          "NVIDIA/nccl src/device/all_reduce.h (HEAD 5067397c) runTreeUpDown / runTreeSplit: "
+          "'for (size_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunkCount)' "
+          "around each up (reduce) and down (broadcast) send/recv"),
+    Claim("25-nccl-two-trees-at-once", "25_algorithms", "c10",
+          "NCCL runs them at the same time", "source",
+          "NVIDIA/nccl src/graph/connect.cc (HEAD 5067397c) connectTrees: ncclGetDtree's tree 0 "
+          "is set on channel c, tree 1 on channel c + nChannels ('Tree %d' logged for both), "
+          "and the channels run concurrently"),
+    Claim("25-nccl-chain-pipelined", "25_algorithms", "c29",
+          "NCCL pipelines it in chunks, so the steps overlap", "source",
+          "NVIDIA/nccl src/device/broadcast.h runRing (the ring from the root, chunk by chunk)"),
+    Claim("25-nccl-tuner-switches", "25_algorithms", "c42",
+          "as the size grows it may switch several times", "source",
+          "https://github.com/NVIDIA/nccl/issues/754, sjeaugey: 'The internal tuning model will "
+          "switch from one to the other depending on the number of nodes, number of GPUs per "
+          "node, and size of the operation, but also the intra-node and inter-node bandwidth "
+          "... for example it could do: tree/LL -> ring/LL -> tree/LL128 -> ring/LL128 -> "
+          "tree/simple -> ring/simple'"),
+    Claim("25-nccl-ll", "25_algorithms", "c42",
+          "**LL** (low latency) sends 8-byte stores of 4 bytes of data and a 4-byte flag",
+          "source", "https://github.com/NVIDIA/nccl/issues/281, sjeaugey: 'LL relies on 8 Bytes "
+          "stores being atomic (with 4B data / 4 B flag) ... Which makes LL maximum bandwidth "
+          "50% of the peak'; 'the flag comes along with the data (so that we avoid expensive "
+          "memory barriers and get better latency)'"),
+    Claim("25-nccl-ll128", "25_algorithms", "c42",
+          "**LL128** does the same with 128-byte lines of 120 bytes of data and an 8-byte flag",
+          "source", "https://github.com/NVIDIA/nccl/issues/281: 'LL128 relies on 128B stores "
+          "being seen in order (with 120B data / 8 B flag) ... LL128 can achieve 95% peak'; "
+          "https://github.com/NVIDIA/nccl/issues/786: 'we only enable it on platforms where we "
+          "have verified that all the chain was giving that guarantee'; NVIDIA/nccl "
+          "src/graph/tuning.cc (HEAD 5067397c): LL128 on by default only if typeIntra <= "
+          "PATH_NVB and minCompCap >= 70"),
+    Claim("25-nccl-simple", "25_algorithms", "c42",
+          "**Simple** writes a chunk, waits on a memory fence, then sets the flag", "source",
+          "https://github.com/NVIDIA/nccl/issues/572, sjeaugey: the extra warp calls "
+          "threadfence_system, 'letting the other 512 threads copy the next chunk while we wait "
+          "for the fence to complete and post the flag to the next GPU'; "
+          "https://github.com/NVIDIA/nccl/issues/903: 'That's indeed a correct description of "
+          "how the Simple protocol works'"),
+    Claim("25-nccl-tuning-table", "25_algorithms", "c42",
+          "rank 0 prints, when a communicator is made, a table of the tuner's modelled latency "
+          "and bandwidth per algorithm and protocol", "gpu-check", "nccl-tuning-table"),
+    Claim("25-nccl-line-per-call", "25_algorithms", "c42",
+          "rank 0 also logs the choice for every call under the same settings", "gpu-check",
+          "nccl-tuning-per-call"),
+    Claim("25-nccl-line-per-call-since-2.20", "25_algorithms", "c42",
+          "Since NCCL 2.20 rank 0 also logs the choice for every call", "source",
+          "NVIDIA/nccl src/enqueue.cc: v2.19.4-1 '//if (comm->rank == 0) INFO(NCCL_TUNING, "
+          "\"%ld Bytes -> Algo %d proto %d time %f\"' (commented out); v2.20.3-1 the same "
+          "line uncommented; HEAD 5067397c: 'if (comm->rank == 0) INFO(NCCL_TUNING, \"%s: "
+          "%ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}\"'"),
+    Claim("25-nccl-no-log-in-2019", "25_algorithms", "c42",
+          "in 2019\n  [#754](https://github.com/NVIDIA/nccl/issues/754) still said there was no "
+          "such log", "source",
+          "https://github.com/NVIDIA/nccl/issues/754, sjeaugey: 'Short answer is no, there is "
+          "no such log ... we can't print a line on every call (that would have a perf "
+          "impact)'"),
+    Claim("25-nccl-pat", "25_algorithms", "c42", "since NCCL 2.23 also PAT", "source",
+          "NVIDIA/nccl src/include/plugin/nccl_tuner.h (HEAD 5067397c): '#define "
+          "NCCL_ALGO_PAT 6'; added in commit e261ecea '2.23.4-1'"),
+    Claim("25-nccl-tuner-inputs", "25_algorithms", "c42",
+          "Its tuning model picks a pair from the number of nodes, the GPUs per node, the "
+          "size, and the intra- and inter-node bandwidths", "source",
+          "https://github.com/NVIDIA/nccl/issues/754, sjeaugey: 'The internal tuning model will "
+          "switch from one to the other depending on the number of nodes, number of GPUs per "
+          "node, and size of the operation, but also the intra-node and inter-node bandwidth'"),
+    Claim("25-nccl-ll-at-most-50", "25_algorithms", "c42",
+          "at most 50 % of the link's bandwidth", "source",
+          "https://github.com/NVIDIA/nccl/issues/281, sjeaugey: 'Which makes LL maximum "
+          "bandwidth 50% of the peak'"),
+    Claim("25-nccl-ll128-95", "25_algorithms", "c42", "(about 95 %)", "source",
+          "https://github.com/NVIDIA/nccl/issues/281, sjeaugey: 'LL128 can achieve 95% peak'"),
+    Claim("25-nccl-ll128-silent-corruption", "25_algorithms", "c42",
+          "forcing LL128 where NCCL did not enable it risks silent data corruption", "source",
+          "https://github.com/NVIDIA/nccl/issues/786, sjeaugey: 'we only enable it on platforms "
+          "where we have verified that all the chain was giving that guarantee, being "
+          "conservative as we don't want our users to experience silent data corruption. If "
+          "you're brave, you can enable it on non-supported platforms with "
+          "NCCL_PROTO=LL,LL128,SIMPLE. No guarantees it won't hurt you one day though'"),
+    Claim("25-nccl-algo-proto-restrict", "25_algorithms", "c42",
+          "`NCCL_ALGO` and `NCCL_PROTO` restrict the choice", "gpu-check",
+          "nccl-algo-changes-time"),
+    Claim("25-nccl-proto-for-debugging", "25_algorithms", "c42",
+          "the maintainers keep `NCCL_PROTO` mostly for debugging and workarounds", "source",
+          "https://github.com/NVIDIA/nccl/issues/281, sjeaugey: '`NCCL_PROTO` is there mostly "
+          "for debugging and workarounds in the case there is a bug with a given protocol'"),
+    # 26 checkpoints and failures
+    gloo("26-dead-peer-closed-or-reset", "26_checkpoints_failures", "cell-12",
+         '"Connection closed by peer" or "Connection reset by peer"', "26-dead-peer-fails-fast"),
+    gloo("26-dead-peer-bounded", "26_checkpoints_failures", "cell-12",
+         "Either way the wait is bounded by the collective timeout", "26-dead-peer-fails-fast"),
+    gloo("26-dead-peer-other-ranks-error", "26_checkpoints_failures", "cell-00",
+         "an error within the\n  collective timeout (seconds), not a hang",
+         "26-dead-peer-fails-fast"),
+    gloo("26-dcp-loads-at-another-world-size", "26_checkpoints_failures", "cell-00",
+         "a checkpoint saved at one world size **loads at another**", "26-dcp-reshards"),
+    gloo("26-dcp-each-rank-reads-its-rows", "26_checkpoints_failures", "cell-14",
+         "each rank reads the pieces of the rows it now owns", "26-dcp-reshards"),
+    gloo("26-dcp-adam-state-equal", "26_checkpoints_failures", "cell-00",
+         "equal to the saved\n  state to the last bit, Adam's state included", "26-dcp-reshards"),
+    gloo("26-async-save-returns-before-write", "26_checkpoints_failures", "cell-24",
+         "returns a `Future` before\nthe write completes", "26-async-save-returns-early"),
+    gloo("26-async-save-returns-before-write-intro", "26_checkpoints_failures", "cell-00",
+         "it returns before its write is complete", "26-async-save-returns-early"),
+    gloo("26-async-save-returns-before-write-remember", "26_checkpoints_failures", "cell-39",
+         "`dcp.async_save` returns before its\n  write is complete",
+         "26-async-save-returns-early"),
+    Claim("26-async-save-copies-then-writes", "26_checkpoints_failures", "cell-24",
+          "torch copies the state first, then writes in the background", "source",
+          "torch/distributed/checkpoint/state_dict_saver.py (torch 2.13), async_save's "
+          "docstring: it first stages the state_dict to CPU memory, then calls save in a "
+          "separate thread"),
+    Claim("26-dcp-files-per-rank", "26_checkpoints_failures", "cell-05",
+          "each rank its own file, and one `.metadata` for all", "test",
+          "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
+    Claim("26-optimizer-keyed-by-name", "26_checkpoints_failures", "cell-05",
+          "the optimizer's keyed by parameter name, not by position", "test",
+          "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
+    Claim("26-stop-leaves-nothing", "26_checkpoints_failures", "cell-12",
+          "`cluster.stop()` ends every process of the cluster; none is left behind", "test",
+          "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
+    Claim("26-torchrun-restarts-all", "26_checkpoints_failures", "cell-23a",
+          "when a\nworker fails it ends the others and starts **all** of them again", "test",
+          "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
+    Claim("26-torchrun-standalone", "26_checkpoints_failures", "cell-23a",
+          "`--standalone`: its own rendezvous on a free port", "source",
+          "torch/distributed/run.py (torch 2.13): --standalone starts a c10d rendezvous "
+          "(TCP store) on localhost:0, a free port"),
+    Claim("26-checkpoint-exception-base", "26_checkpoints_failures", "cell-29",
+          "It derives from `BaseException`, not `Exception`", "test",
+          "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
+    Claim("26-shape-mismatch-names-tensor", "26_checkpoints_failures", "cell-29",
+          "each rank's error naming the tensor and both\nshapes", "test",
+          "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
+    Claim("26-no-optimizer-state-diverges", "26_checkpoints_failures", "cell-31",
+          "Nothing fails, and the loss curve leaves the reference", "test",
+          "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
+    # 27 planning a run
+    Claim("27-zero-k12", "27_planning", "p27-gpu", "the ZeRO paper's K = 12", "source",
+          "arXiv 1910.02054 (Rajbhandari et al., ZeRO), section 3.1 'Model States: Optimizer "
+          "States, Gradients and Parameters': mixed-precision Adam keeps an fp32 copy of the "
+          "parameters, momentum and variance, 'the memory multiplier of the optimizer states "
+          "... K ... is 12'"),
+    Claim("27-llama3-table-3", "27_planning", "p27-shapes", "the Llama 3 shapes are the paper's",
+          "source", "arXiv 2407.21783 (The Llama 3 Herd of Models), table 3 'Overview of the key "
+          "hyperparameters of Llama 3': 8B 32 layers, model dimension 4,096, FFN 14,336, 32 "
+          "heads, 8 key/value heads; 70B 80, 8,192, 28,672, 64, 8; 405B 126, 16,384, 53,248, "
+          "128, 8; vocabulary 128,000"),
+    gloo("27-sp-plan-counts", "27_planning", "p27-plan",
+         "attention and MLP an `all_gather` of the input and a `reduce_scatter` of the output",
+         "27-sp-plan-counts"),
+    gloo("27-fsdp2-gathers-per-block", "27_planning", "p27-plan",
+         "an `all_gather` of each block's parameters forward and again backward and",
+         "27-fsdp2-gathers-twice-per-unit"),
+    gloo("27-parallelize-module-all-reduces", "27_planning", "p27-plan",
+         "`all_reduce` after each row-parallel layer forward and one per column-parallel layer",
+         "27-parallelize-module-all-reduces"),
+    gloo("27-gloo-reduce-scatter-is-all-reduce", "27_planning", "p27-fit",
+         "On gloo a `reduce_scatter`", "11-reduce-scatter-writes-an-all-reduce"),
+    Claim("27-fake-pg-any-world-size", "27_planning", "p27-fake",
+          "`all_reduce` leaves its tensor as it was", "test",
+          "tests/helpers/test_planner.py::test_fake_process_group_counts"),
+    Claim("27-nvlink4-900", "27_planning", "p27-gpu", "H100 900 GB/s in total, 450 GB/s each way",
+          "source", "https://www.nvidia.com/en-sg/technologies/hopper-architecture/ (NVIDIA "
+          "Hopper architecture page): 'The fourth generation NVLink ... at 900 gigabytes/second "
+          "(GB/s) bi-directional per GPU'; 450 GB/s each way is that figure halved. The NVLink "
+          "page (/data-center/nvlink/) now gives NVLink 5's 1.8TB/s, not H100's figure"),
+    Claim("27-infiniband-ndr-400", "27_planning", "p27-gpu", "an InfiniBand NDR port 400 Gb/s",
+          "source", "https://docs.nvidia.com/networking/display/QM97X0PUB/Interfaces (QM97XX "
+          "1U NDR 400Gbps InfiniBand Switch Systems User Manual): 'Each OSFP port consists of 2 "
+          "logical InfiniBand ports ... for 40/56/100/200/400 Gb/s', 'NDR ... 1 port is active "
+          "in 400 Gb/s'; docs.nvidia.com/networking/display/800GMMA4Z00NS/Overview: 'The line "
+          "rate is 400Gb/s for both 400GbE Ethernet and NDR InfiniBand'"),
+    Claim("27-llama3-table-4", "27_planning", "p27-published",
+          "configurations: 8,192 GPUs with TP 8, CP 1, PP 16, DP 64", "source",
+          "arXiv 2407.21783 (The Llama 3 Herd of Models), table 4 'Scaling configurations and "
+          "MFU for each stage of Llama 3 405B pre-training': rows 8,192|8|1|16|64|8,192|32|16M|"
+          "430, 16,384|8|1|16|128|8,192|16|16M|400, 16,384|8|16|16|8|131,072|16|16M|380; "
+          "section 3.3.2: 'we reduce one Transformer layer each from the first and the last "
+          "stages'"),
+    Claim("27-playbook-16-bytes", "27_planning", "p27-published",
+          "gradients, 4 of fp32 master weights and 4 + 4 of Adam's two moments", "source",
+          "https://huggingface.co/spaces/nanotron/ultrascale-playbook (Tazi et al., Feb 19 "
+          "2025), section 'Memory usage in transformers': m_params = 2N, m_grad = 2N, "
+          "m_params_fp32 = 4N, m_opt = (4+4)N; m_act = L·seq·bs·h·(34 + 5·n_heads·seq/h) "
+          "(source mirrored in vinjn/nanotron-ultrascale-playbook index.html)"),
+    Claim("27-local-tensor-mode-all-reduce", "27_planning", "p27-local",
+          "a collective combines them as the ranks would", "test",
+          "tests/helpers/test_planner.py::test_local_tensor_mode_all_reduce"),
+    Claim("27-comm-debug-mode-counts-1024", "27_planning", "p27-fake",
+          "counts the collectives a block of code issues", "test",
+          "tests/helpers/test_planner.py::test_fake_process_group_counts"),
 )
 
 # ---------------------------------------------------------------- running them
@@ -1092,7 +1340,7 @@ def test_every_case_backs_a_claim():
 
 
 def test_ledger_covers_every_notebook_and_docs_claims_md_states_its_size():
-    assert {c.notebook[:2] for c in CLAIMS} == {f"{i:02d}" for i in range(25)}
+    assert {c.notebook[:2] for c in CLAIMS} == {f"{i:02d}" for i in range(28)}
     page = (REPO / "docs" / "claims.md").read_text()
     gloo_tested = sum(c.kind in ("gloo", "test") for c in CLAIMS)
     nccl = sum(c.kind in ("gpu-check", "source") for c in CLAIMS)

@@ -328,6 +328,44 @@ def test_the_cards_of_part_4_from_their_saved_runs(tmp_path):
     assert "ZB-H1 · 210 ms" in labels                                # the faster repeat
 
 
+def test_the_cards_of_part_5_from_their_saved_runs(tmp_path):
+    """25: a bar per rank and algorithm, its length the measured bytes; 26: the three loss
+    curves, the restart drawn from its first step; 27: predicted and measured bars."""
+    size = 1000
+    rows = [{"algorithm": name, "rank": r, "measured": size * (2 if name == "tree" and r < 2
+                                                               else 1.5), "model": 0, "ok": 1}
+            for name in ("ring", "tree") for r in range(N)]
+    _save(tmp_path, "25_algorithms.json", _run("25_algorithms", [[{"rank": r}
+                                                                   for r in range(N)]],
+                                                 S=size, bytes_rows=rows))
+    fig, _ = _card(tmp_path, "25_algorithms")
+    bars = {p.get_gid(): p.get_width() for p in fig.axes[0].patches if p.get_gid()}
+    assert len(bars) == 2 * N
+    assert bars["tree:rank0"] == pytest.approx(bars["tree:rank3"] * 4 / 3)
+    assert bars["ring:rank0"] == bars["tree:rank3"]
+
+    losses = [1.0, 0.8, 0.6, 0.5, 0.4, 0.35, 0.3, 0.28]
+    _save(tmp_path, "26_checkpoints_failures.json", _run(
+        "26_checkpoints_failures", [[{"rank": r, "resumed": losses[3:]} for r in range(N)]],
+        saved_world_size=2, reference=losses, interrupted=losses[:5]))
+    fig, _ = _card(tmp_path, "26_checkpoints_failures")
+    lines = {line.get_gid(): line.get_xdata() for line in fig.axes[0].lines}
+    assert len(lines["reference"]) == 8 and len(lines["interrupted"]) == 5
+    assert lines["resumed"][0] == lines["reference"][3]              # resumed at step 3
+    assert "resumed at step 3" in [t.get_text() for t in fig.axes[0].texts]
+
+    errors = [{"config": "DP", "time predicted us": 100.0, "time measured us": 150.0,
+               "ratio": 1.5}, {"config": "TP", "time predicted us": 300.0,
+                               "time measured us": 200.0, "ratio": 2 / 3}]
+    _save(tmp_path, "27_planning.json", _run("27_planning", [[{"rank": r} for r in range(N)]],
+                                             errors=errors))
+    fig, _ = _card(tmp_path, "27_planning")
+    bars = {p.get_gid(): p.get_width() for p in fig.axes[0].patches if p.get_gid()}
+    assert bars["TP:predicted"] == pytest.approx(3 * bars["DP:predicted"])
+    assert bars["DP:measured"] == pytest.approx(1.5 * bars["DP:predicted"])
+    assert "×0.67" in [t.get_text() for t in fig.axes[0].texts]
+
+
 def test_no_saved_results_means_none_and_the_page_plot_is_letterboxed(tmp_path):
     from matplotlib.figure import Figure
 
