@@ -191,14 +191,16 @@ def test_only_what_a_notebook_uses_executes_it_again(tmp_path, monkeypatch, caps
     with open(root / "helpers" / "collectives" / "ring.py", "a") as f:
         f.write("\n# an edit to notebook 10's helper\n")
     build.build(notebooks)
-    assert executed == ["10_ring_all_reduce.ipynb"]
+    assert executed == ["10_ring_all_reduce.ipynb", "25_algorithms.ipynb"]   # 25 imports it too
     executed.clear()
 
     with open(root / "helpers" / "bench" / "measurement.py", "a") as f:
         f.write("\n# an edit to the measurement\n")
     (root / "images" / "scatter.png").write_bytes(b"\x89PNG\r\n\x1a\n redrawn")
     build.build(notebooks)
-    assert executed == ["01_scatter.ipynb", "11_bandwidth.ipynb"]
+    # 25 and 27 reach measurement.py through bench.traffic and bench.sweep
+    assert executed == ["01_scatter.ipynb", "11_bandwidth.ipynb", "25_algorithms.ipynb",
+                        "27_planning.ipynb"]
 
 
 WARM_SETTING = "import os; print('WARM_START=' + os.environ.get('TUTORIAL_WARM_START', 'unset'))"
