@@ -165,6 +165,57 @@ def _blank(prediction: Any) -> bool:
     return not entries or all(e is Ellipsis for e in entries)
 
 
+_NOTHING = object()
+
+
+def _lone(value: Any) -> Any:
+    """The value of a one-element list or tensor ([16.0] → 16.0, [[2]] → 2); _NOTHING when
+    `value` is not one."""
+    while isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    return _NOTHING if isinstance(value, (list, tuple, Mapping)) else value
+
+
+def _single(value: Any) -> bool:
+    return value is not None and not isinstance(value, (list, tuple, Mapping))
+
+
+def _fits(predicted: Any, measured: Any, top: bool = True) -> bool:
+    """Has `predicted` the form of `measured`: the same nesting of lists (same lengths) and
+    dicts (same keys)? A single value stands for a one-element list or tensor as a whole
+    (`top`); None and `...` fit any form."""
+    if predicted is None or predicted is Ellipsis or measured is None:
+        return True
+    if isinstance(measured, Mapping):
+        return (isinstance(predicted, Mapping) and predicted.keys() == measured.keys()
+                and all(_fits(predicted[k], measured[k], False) for k in measured))
+    if isinstance(measured, (list, tuple)):
+        if isinstance(predicted, (list, tuple)):
+            return len(predicted) == len(measured) and all(
+                _fits(p, m, False) for p, m in zip(predicted, measured))
+        return top and not isinstance(predicted, Mapping) and _lone(measured) is not _NOTHING
+    return _single(predicted)
+
+
+def _matches(predicted: Any, measured: Any, rel_tol: float) -> bool:
+    """`same`, a single value also matching a one-element list or tensor."""
+    if _single(predicted) and predicted is not Ellipsis and isinstance(measured, (list, tuple)):
+        lone = _lone(measured)
+        return lone is not _NOTHING and same(predicted, lone, rel_tol)
+    return same(predicted, measured, rel_tol)
+
+
+def _form(value: Any) -> str:
+    """The form a prediction of `value` takes, in words."""
+    if isinstance(value, Mapping):
+        return "a dict with the names " + ", ".join(map(str, value))
+    if isinstance(value, (list, tuple)):
+        if _lone(value) is not _NOTHING:
+            return "a single value (or a one-element list)"
+        return f"a list of {len(value)} values"
+    return "None" if value is None else "a single value, not a list"
+
+
 def _graded(prediction: Any, measured: Any, undefined: set,
             rel_tol: float) -> Iterator[tuple[int | str, bool, str]]:
     """(rank or padded name, ok, text) for each entry of a filled-in prediction."""
@@ -178,6 +229,7 @@ def _graded(prediction: Any, measured: Any, undefined: set,
               for key, _, _ in pairs}
     width = max(map(len, labels.values()))
     for key, p, m in pairs:
+        m = record_values(m)
         if keyed and key not in measured:
             ok, note = False, "  (not measured: no such name)"
         elif p is Ellipsis:
@@ -187,11 +239,42 @@ def _graded(prediction: Any, measured: Any, undefined: set,
             note = ("  (not defined by the API: don't rely on what you measure)" if ok else
                     "  (not defined by the API: predict None; no program may rely on it)")
         else:
-            ok, note = same(p, m, rel_tol), ""
+            ok = _matches(p, m, rel_tol)
+            note = "" if ok or _fits(p, m) else f"  (give {_form(m)})"
         shown = ("..." if p is Ellipsis else
                  "not defined / not passed" if p is None and not keyed else one_line(p))
         yield (f"{labels[key]:<{width}}" if keyed else key, ok,
-               f"predicted {shown}   measured {one_line(record_values(m))}{note}")
+               f"predicted {shown}   measured {one_line(m)}{note}")
+
+
+def _per_rank(prediction: Any, measured: list, undefined: set) -> list | str:
+    """The prediction as one value per rank, or the sentence that says which form to give.
+
+    A list of one value per rank, or one value for all ranks where every rank measured
+    the same (and none is undefined); a list of one value per rank whose form differs
+    from what a rank measured is still graded rank by rank (its lines say the form)."""
+    n = len(measured)
+    per_rank = isinstance(prediction, (list, tuple)) and len(prediction) == n
+    if per_rank and all(_fits(p, m) for p, m in zip(prediction, measured)):
+        return list(prediction)
+    first = record_values(measured[0]) if measured else None
+    agree = bool(measured) and not undefined and all(
+        record_values(m) == first for m in measured)
+    if agree and not isinstance(prediction, Mapping) and _fits(prediction, first):
+        return [prediction] * n
+    if per_rank:
+        return list(prediction)
+    every = f"give a list of {n} values, one per rank"
+    if isinstance(prediction, Mapping):
+        return f"a dict, but this exercise names no values: {every}"
+    if not isinstance(prediction, (list, tuple)) and not agree:
+        return ("one value for all ranks is graded only where every rank measures the same "
+                f"(and the API defines it on every rank); {every}")
+    if not isinstance(prediction, (list, tuple)):
+        return f"{every}, or one value for all of them ({_form(first)})"
+    k = len(prediction)
+    return f"{k} {'entry' if k == 1 else 'entries'} for {n} ranks: {every}" + (
+        f", or one value for all of them ({_form(first)})" if agree else "")
 
 
 def grade(prediction: Sequence[Any] | Mapping[Any, Any] | None,
@@ -204,6 +287,11 @@ def grade(prediction: Sequence[Any] | Mapping[Any, Any] | None,
     model), or a dict of named values (then `prediction` is a dict with those names,
     one line per name). Predict None for "not defined"/"not passed"; the ranks named
     in `undefined` expect None. A prediction of None or `...` asks to be filled in.
+
+    The forms a prediction may take: one value per rank (a list), or one value for all
+    ranks where every rank measured the same; a single number for a one-element list or
+    tensor (16.0 for [16.0]); tensors and NumPy arrays as their values. Any other form is
+    answered with a sentence that says which form to give, never an exception.
     """
     undefined = set(undefined)
     if _is_record(measured):
@@ -215,6 +303,7 @@ def grade(prediction: Sequence[Any] | Mapping[Any, Any] | None,
     measured = measured if keyed else list(measured)
     verdicts = Report(f"Your prediction of {what}, against what "
                       f"{'this run' if keyed else 'each rank'} measured")
+    prediction = record_values(prediction)        # tensors and arrays: their values
     if _blank(prediction):
         how = ("a value for each name" if keyed else
                "one value per rank, None where it is not defined or not passed")
@@ -226,12 +315,10 @@ def grade(prediction: Sequence[Any] | Mapping[Any, Any] | None,
     if keyed and not isinstance(prediction, Mapping):
         return verdicts.add("prediction", False, "give a dict: a value for each of "
                             + ", ".join(map(str, measured)))
-    if not keyed and not isinstance(prediction, (list, tuple)):
-        return verdicts.add("prediction", False, "give a list: one value per rank")
-    if not keyed and len(prediction) != len(measured):
-        n = len(prediction)
-        return verdicts.add("prediction", False, f"{n} {'entry' if n == 1 else 'entries'} "
-                            f"for {len(measured)} ranks: give one value per rank")
+    if not keyed:
+        prediction = _per_rank(prediction, measured, undefined)
+        if isinstance(prediction, str):
+            return verdicts.add("prediction", False, prediction)
     for key, ok, text in _graded(prediction, measured, undefined, rel_tol):
         verdicts.add(key, ok, text)
     right, n = sum(ok is True for ok in verdicts.oks), len(verdicts)

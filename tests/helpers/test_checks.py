@@ -72,9 +72,8 @@ def test_grade_the_wrong_number_of_entries():
     for short in ([1], [1, 2, 3]):
         verdict = grade(short, [1, 2], "x")
         assert verdict == [False]
-        assert "give one value per rank" in str(verdict) and "for 2 ranks" in str(verdict)
+        assert "one per rank" in str(verdict) and "for 2 ranks" in str(verdict)
     assert "1 entry for 2 ranks" in str(grade([1], [1, 2], "x"))
-    assert grade(5, [5], "x") == [False] and "give a list" in str(grade(5, [5], "x"))
     assert grade([5], {"a": 5}, "x") == [False] and "give a dict" in str(grade([5], {"a": 5}, "x"))
 
 
@@ -147,3 +146,78 @@ def test_the_verdicts_read_back_from_the_html_a_notebook_shows():
     assert read.verdicts == [("0", True, "rank 0 ✓  a<b"), ("slot 1", False, "slot 1 ✗  x")]
     assert read.notes == ["n & m"] and read.by_rank() == {0: True}
     assert shown_reports(nb, "c0") == [] and len(shown_reports(nb, "c1")) == 1
+
+
+def _refusal(verdict) -> str:
+    """The one line of a refused form: its sentence (a ✗ labelled "prediction")."""
+    assert verdict == [False] and verdict.lines[0].rank == "prediction", str(verdict)
+    return verdict.lines[0].text
+
+
+def test_grade_accepts_one_value_per_rank_a_scalar_for_a_one_element_tensor():
+    avg = [[16.0]] * 4                                  # 05: every rank's tensor [16.0]
+    for natural in ([[16.0]] * 4, [16.0] * 4, [16] * 4, (16.0, 16.0, 16.0, 16.0)):
+        assert grade(natural, avg, "tensor") == [True] * 4, natural
+    lines = str(grade([16.0] * 4, avg, "tensor")).splitlines()
+    assert lines[1] == "rank 0 ✓  predicted 16.0   measured [16.0]"
+    assert grade([16.0] * 4, [torch.tensor([16.0])] * 4, "tensor") == [True] * 4
+    assert grade([torch.tensor([16.0])] * 4, avg, "tensor") == [True] * 4
+    assert grade(np.array([16.0] * 4), avg, "tensor") == [True] * 4
+    assert grade([2.0], [[[2.0]]], "x") == [True]        # a 1×1 tensor: its one value
+    wrong = grade([15.0] * 4, avg, "tensor")
+    assert wrong == [False] * 4 and "(give" not in str(wrong)   # the right form, wrong value
+    assert not grade([[1, 2], None], [[[1], [2]], None], "gather_list")  # only the whole
+
+
+def test_grade_accepts_one_value_for_all_ranks_where_they_agree():
+    for scalar in (2, 2.0, np.int64(2), torch.tensor(2)):
+        assert grade(scalar, [2, 2, 2, 2], "calls") == [True] * 4, scalar  # 15, 17: a scalar
+    assert grade(3, [2, 2, 2, 2], "calls") == [False] * 4
+    assert "rank 3 ✗  predicted 3   measured 2" in str(grade(3, [2, 2, 2, 2], "calls"))
+    assert grade(16.0, [[16.0]] * 4, "tensor") == [True] * 4     # 05: one value for all
+    assert grade([16.0], [[16.0]] * 4, "tensor") == [True] * 4   # the one tensor, for all
+    gathered = [[0.0, 1.0, 2.0, 3.0]] * 4                # each rank's list is n long too
+    assert grade([0.0, 1.0, 2.0, 3.0], gathered, "output") == [True] * 4
+    assert grade([[0.0, 1.0, 2.0, 3.0]] * 4, gathered, "output") == [True] * 4
+    rec = {"collective": "all_reduce", "backend": "gloo", "world_size": 2, "dtype": "float32",
+           "params": {"op": "SUM"},
+           "ranks": [{"rank": r, "before": {"tensor": [float(r)]}, "after": {"tensor": [1.0]}}
+                     for r in range(2)]}
+    assert grade(1.0, rec, "tensor") == [True, True]
+
+
+def test_grade_refuses_a_single_value_where_the_ranks_differ_with_a_sentence():
+    said = _refusal(grade(4, [4, 3, 2, 1], "in flight"))   # 18: one number per rank
+    assert said == ("one value for all ranks is graded only where every rank measures the "
+                    "same (and the API defines it on every rank); give a list of 4 values, "
+                    "one per rank")
+    rec = _reduce_record([{"tensor": [3.0]}, {"tensor": [3.0]}, {"tensor": [3.0]}])
+    assert "defines it on every rank" in _refusal(grade(3.0, rec, "tensor"))  # reduce: None
+
+
+def test_grade_refuses_other_forms_with_a_sentence_saying_which():
+    assert _refusal(grade({"a": 1}, [1, 2], "x")) == (
+        "a dict, but this exercise names no values: give a list of 2 values, one per rank")
+    assert _refusal(grade([7, 7], [7] * 4, "x")) == (
+        "2 entries for 4 ranks: give a list of 4 values, one per rank, or one value for all "
+        "of them (a single value, not a list)")
+    assert _refusal(grade([1, 2], [[1, 2, 3]] * 3, "x")).endswith(
+        "or one value for all of them (a list of 3 values)")
+    assert _refusal(grade(5, [[1, 2, 3]] * 2, "x")) == (
+        "give a list of 2 values, one per rank, or one value for all of them "
+        "(a list of 3 values)")
+    assert _refusal(grade([1], [1, 2], "x")) == (
+        "1 entry for 2 ranks: give a list of 2 values, one per rank")
+    assert _refusal(grade(5, {"a": 5}, "x")) == "give a dict: a value for each of a"
+
+
+def test_grade_says_the_form_on_a_rank_whose_value_has_another():
+    short = grade([[1, 2]] * 2, [[1, 2, 3]] * 2, "x")
+    assert short == [False, False]
+    assert str(short).splitlines()[1] == (
+        "rank 0 ✗  predicted [1, 2]   measured [1, 2, 3]  (give a list of 3 values)")
+    listed = str(grade([[5], 5], [5, 5], "x")).splitlines()
+    assert listed[1] == "rank 0 ✗  predicted [5]   measured 5  (give a single value, not a list)"
+    assert listed[2] == "rank 1 ✓  predicted 5   measured 5"
+    assert "(give a single value (or a one-element list))" in str(
+        grade([[1, 2], [3]], [[4], [3]], "x"))

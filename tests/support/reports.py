@@ -4,6 +4,7 @@
     reports = shown_reports(nb, "c17")          # those of one cell
     reports[0].oks == [True] * 4                # every verdict, hidden ones too
     reports[0].by_rank() == {0: True, ...}      # the verdicts that name a rank
+    answers_shown_above(nb) == []               # the exercise's answer is not told above it
 """
 from __future__ import annotations
 
@@ -81,3 +82,142 @@ def exercise(reports: list[Shown]) -> Shown:
     """The exercise's grade: the one Report titled "Your prediction ..."."""
     [graded] = [s for s in reports if (s.title or "").startswith("Your prediction")]
     return graded
+
+
+# --------------------------------------------------------------------------- answers above
+
+_MEASURED = re.compile(r"   measured (.*?)(?:  \((.*)\))?$")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+_TAGS = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)
+
+
+def _distinctive(number: str) -> bool:
+    """A number rarely printed by chance: an integer of 3 digits or more (100, 3072), or
+    a fraction with 3 significant digits or more (0.125); not 2, 16.0 or 0.75."""
+    value = float(number)
+    if value.is_integer():
+        return abs(value) >= 100
+    return len(number.lstrip("-0.").replace(".", "").split("e")[0]) >= 3
+
+
+def _squeezed(text: str) -> str:
+    """No spaces around brackets and commas: `[4, 3, 2, 1]` and `[4,3,2,1]` read alike."""
+    return re.sub(r"\s*([\[\],])\s*", r"\1", text)
+
+
+def _telling(value: str) -> bool:
+    """A value whose printed form is rarely there by chance: a list of 2 values or more,
+    or a distinctive number (`_distinctive`); not `[16.0]`, 2, True or None."""
+    if value.startswith("["):
+        return value.count(",") >= 1
+    return bool(_NUMBER.fullmatch(value)) and _distinctive(value)
+
+
+@dataclass
+class Answer:
+    """The printed forms of an exercise's measured answer (`answer_of`)."""
+    anywhere: list[str]            # forms that tell wherever they show
+    by_rank: dict[int, str]        # rank → its value: tells when every rank shows with its own
+
+
+def answer_of(graded: Shown) -> Answer:
+    """The measured answer of an exercise, read from its grade's lines ("measured ...").
+
+    Ranks the API leaves undefined (their answer is None) are left out; named values
+    (a dict) are each an answer of their own. Forms that tell wherever they show: every
+    rank's value as a list, `[4, 3, 2, 1]`, when they differ and every rank has one; the
+    one value when every rank with a value has the same and it is `_telling` (3072,
+    `[30.0, 31.0]`). When the ranks' values differ and each is `_telling`, `by_rank`:
+    each rank's own, which tells only rank by rank (a line that names "rank r" and then
+    its value, for every r): values that differ are often the inputs, printed above as
+    what each rank starts with (notebook 09's send/recv).
+    True/False/None, one-element lists and small numbers tell nothing alone: they are
+    printed above every exercise for other reasons."""
+    values = {}
+    for who, _, line in graded.verdicts:
+        found = _MEASURED.search(line)
+        if found and not (found.group(2) or "").startswith("not defined"):
+            values[who] = found.group(1)
+    ranks = graded.by_rank()
+    distinct = list(dict.fromkeys(values.values()))
+    anywhere, by_rank = [], {}
+    if len(distinct) > 1 and ranks and len(values) == len(ranks):
+        anywhere.append("[" + ", ".join(values[str(r)] for r in sorted(ranks)) + "]")
+    if not ranks:                          # named values (a dict): each its own answer
+        anywhere += [value for value in distinct if _telling(value)]
+    elif len(distinct) == 1 and _telling(distinct[0]):
+        anywhere.append(distinct[0])
+    elif len(distinct) > 1 and all(map(_telling, distinct)) and ranks:
+        by_rank = {int(who): v for who, v in values.items() if who.isdigit()}
+    return Answer(anywhere, by_rank)
+
+
+def _number_pattern(number: str) -> re.Pattern:
+    """`number` as a whole token: an integer also with thousands commas or a `.0`
+    (3072, 3,072, 3072.0), not inside another number or word (13072, 3072.5, x3072)."""
+    value = float(number)
+    if value.is_integer():
+        digits = str(abs(int(value)))
+        cut = len(digits) % 3 or 3
+        groups = "".join(f",?{digits[i:i + 3]}" for i in range(cut, len(digits), 3))
+        body = ("-" if value < 0 else "") + digits[:cut] + groups + r"(?:\.0+)?"
+    else:
+        body = re.escape(number)
+    return re.compile(rf"(?<![\w.,]){body}(?![\w]|[.,]\d)")
+
+
+def _cell_text(cell) -> str:
+    """What a reader sees of a cell: a markdown cell's text; a code cell's printed and
+    displayed text (text/plain, or text/html without its tags where there is no plain)."""
+    if cell.cell_type == "markdown":
+        return cell.source
+    if cell.cell_type != "code":
+        return ""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            parts.append(out.get("text", ""))
+        data = out.get("data", {})
+        if "text/plain" in data:
+            parts.append(str(data["text/plain"]))
+        elif "text/html" in data:
+            parts.append(html.unescape(_TAGS.sub(" ", str(data["text/html"]))))
+    return "".join(parts)
+
+
+def answers_shown_above(nb) -> list[str]:
+    """Where an exercise's measured answer shows above its question: "cell <id>: <form>"
+    for each form (`answer_of`) found in a markdown cell or in a code cell's output
+    (`_cell_text`) before the question: the section heading ("## ...") over the solution;
+    the text of the heading's own cell above the heading counts as above. Nothing when the
+    notebook has no exercise or its grade shows no measured value (a student copy)."""
+    cells = nb.cells
+    solutions = [i for i, c in enumerate(cells) if "solution" in c.metadata.get("tags", [])]
+    graded = [s for s in shown_reports(nb) if (s.title or "").startswith("Your prediction")]
+    if not solutions or len(graded) != 1:
+        return []
+    answer = answer_of(graded[0])
+    question = next(i for i in range(solutions[0], -1, -1) if cells[i].cell_type == "markdown"
+                    and re.search(r"^## ", cells[i].source, re.M))
+    above = [(c.get("id", str(i)), _cell_text(c)) for i, c in enumerate(cells[:question])]
+    heading = re.search(r"^## ", cells[question].source, re.M)
+    above.append((cells[question].get("id", str(question)),
+                  cells[question].source[:heading.start()]))
+    found = []
+    for cell_id, text in above:
+        found += [f"cell {cell_id}: {form}" for form in answer.anywhere if _shows(form, text)]
+        lines = text.splitlines()
+        if answer.by_rank and all(
+                any(_shows(value, line[m.end():])
+                    for line in lines for m in re.finditer(rf"\brank {r}\b", line))
+                for r, value in answer.by_rank.items()):
+            found.append(f"cell {cell_id}: rank by rank, "
+                         + ", ".join(f"rank {r} {v}" for r, v in answer.by_rank.items()))
+    return found
+
+
+def _shows(form: str, text: str) -> bool:
+    """Does `text` show `form`: a list whatever its spacing, a number as a whole token."""
+    if form.startswith("["):
+        return _squeezed(form) in _squeezed(text)
+    return bool(_number_pattern(form).search(text))

@@ -116,7 +116,7 @@ def test_slides_are_built_offline_from_executed_notebooks(tmp_path, monkeypatch)
     env = {**__import__("os").environ}
     run = lambda *args: subprocess.run([sys.executable, "-m", *args], cwd=REPO, env=env,
                                        capture_output=True, text=True, timeout=600)
-    built = run("tools.build", "notebooks/01_scatter.ipynb")
+    built = run("tools.build", "notebooks/01_scatter.ipynb", "notebooks/05_all_reduce.ipynb")
     assert built.returncode == 0, built.stdout + built.stderr
     slides = run("tools.classroom", "slides")
     assert slides.returncode == 0, slides.stderr
@@ -130,6 +130,7 @@ def test_slides_are_built_offline_from_executed_notebooks(tmp_path, monkeypatch)
     n_slides = sum(c.metadata["slideshow"]["slide_type"] == "slide" for c in master.cells)
     assert page.count("<section") >= n_slides
     assert "rank 0 ✓" in page and "data:image/png;base64," in page
+    assert "MathJax" not in page        # left out, and nothing that calls it either
 
     # In a real browser, from disk, with the network cut: reveal.js starts and shows slides.
     with browser.chromium() as chromium:
@@ -152,11 +153,44 @@ def test_slides_are_built_offline_from_executed_notebooks(tmp_path, monkeypatch)
             shots = tmp_path / "build" / "screenshots"
             shots.mkdir(parents=True, exist_ok=True)
             tab.screenshot(path=str(shots / "01_scatter.slides.png"))
+            stepped = _step_through_every_slide(
+                context, tmp_path / "build" / "slides" / "05_all_reduce.slides.html")
         finally:
             context.close()
     assert total >= n_slides
-    deck = (tmp_path / "build" / "slides" / "01_scatter.slides.html").as_uri()
-    assert nav["current"] == [deck] and nav["toc"] == [deck], nav
+    deck, other = (tmp_path / "build" / "slides" / f"{stem}.slides.html"
+                   for stem in ("01_scatter", "05_all_reduce"))
+    assert nav["current"] == [deck.as_uri()], nav
+    assert nav["toc"] == [deck.as_uri(), other.as_uri()], nav
     assert nav["index"] == [(tmp_path / "build" / "html" / "index.html").as_uri()], nav
     assert (tmp_path / "build" / "html" / "index.html").is_file()
     assert not foreign and not watch.errors, (foreign, watch.errors)
+    master = nbformat.read(NOTEBOOKS / "05_all_reduce.ipynb", as_version=4)
+    kinds = [c.metadata["slideshow"]["slide_type"] for c in master.cells]
+    assert stepped["visited"] == stepped["total"] >= kinds.count("slide") + kinds.count("subslide")
+    assert stepped["last"], stepped
+    assert not stepped["errors"], stepped["errors"]
+
+
+def _step_through_every_slide(context, deck) -> dict:
+    """Open `deck` and go forward (reveal.js's next(): every slide and sub-slide, in order)
+    to the last slide, listening to the console all the way: the slides visited, the
+    deck's count, whether the last was reached, and every console error or uncaught
+    exception on the way (a handler that throws on a slide change shows here)."""
+    tab = context.new_page()
+    watch = browser.PageWatch(tab)
+    tab.goto(deck.as_uri())
+    tab.wait_for_selector(".reveal.ready", timeout=30_000)
+    # the module require.js loaded for the deck: the same Reveal the deck initialised
+    tab.evaluate("""() => new Promise(done => require(["vendor/reveal.js/dist/reveal.js"],
+                                                        R => { window.deck = R; done(); }))""")
+    where = "() => { const at = deck.getIndices(); return `${at.h}/${at.v || 0}`; }"
+    seen = {tab.evaluate(where)}
+    for _ in range(1000):
+        if tab.evaluate("() => deck.isLastSlide()"):
+            break
+        tab.evaluate("() => deck.next()")
+        tab.wait_for_timeout(30)                 # let the slide-change handlers run
+        seen.add(tab.evaluate(where))
+    return {"visited": len(seen), "total": tab.evaluate("() => deck.getTotalSlides()"),
+            "last": tab.evaluate("() => deck.isLastSlide()"), "errors": watch.errors}
