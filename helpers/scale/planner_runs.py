@@ -9,13 +9,13 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
 
+from helpers.scale.algorithms import interleaved_us
 from helpers.transformer.block import make_block
 from helpers.transformer.sequence_parallel import LocalHeadsAttention
 
@@ -103,15 +103,10 @@ def fresh_process(case: Callable[..., Any], timeout_s: float = 120.0, **kwargs: 
 def fastest_pair(step: Callable[[], Any], compute: Callable[[], Any], k: int,
                  barrier: Callable[[], Any]) -> tuple[float, float]:
     """(step, compute): the fastest of k runs of each (µs), taken in turns, each after a
-    barrier, so that both see the machine's load of the same moments."""
-    best = [float("inf"), float("inf")]
-    for _ in range(k):
-        for i, call in enumerate((step, compute)):
-            barrier()
-            start = time.perf_counter()
-            call()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best[0] * 1e6, best[1] * 1e6
+    barrier, so that both see the machine's load of the same moments (notebook 25's
+    interleaved timer, one call a batch)."""
+    times = interleaved_us({"step": step, "compute": compute}, barrier, batches=k)
+    return times["step"][0], times["compute"][0]
 
 
 def error_rows(predicted: Sequence[Mapping[str, Any]], measured: Sequence[Mapping[str, Any]]
