@@ -107,7 +107,9 @@ def _(outcomes, n):
         assert got["grad_ok"] and got["rows_out"] == sum(got["recv"]), got
 
 
-@case("22-a2a-receive-too-few-aborts", sizes=(2, 4), alone=True)
+# A long group timeout: under load a rank may reach the call seconds after another, and the
+# claim is what happens when rank 0 aborts (its peers' connections reset), not who waits.
+@case("22-a2a-receive-too-few-aborts", sizes=(2, 4), alone=True, timeout_s=30.0)
 def a2a_receive_too_few(rank, world_size):
     sizes_out = [2] * world_size
     if rank == 0:
@@ -120,10 +122,10 @@ def a2a_receive_too_few(rank, world_size):
 @expect("22-a2a-receive-too-few-aborts")
 def _(outcomes, n):
     _killed_by_gloo(outcomes[0])
-    for o in outcomes[1:]:              # the others: done, or failed at once (not a timeout)
+    for o in outcomes[1:]:              # the others: done, or failed by the reset (not a timeout)
         assert not o.killed, o.summary()
         if o.error is not None:
-            assert o.seconds < 3 and "Timed out" not in o.error, o.summary()
+            assert "Timed out" not in o.error, o.summary()
 
 
 @case("22-a2a-receive-too-many-silent", sizes=(2, 4))
