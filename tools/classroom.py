@@ -4,14 +4,17 @@
   `solution` replaced by an empty answer cell (tagged `exercise`). The check cell
   that follows stays, so a student can verify an answer without seeing it.
 - slides: reveal.js slides of the executed notebooks (build/executed, made by
-  `make html`) in build/slides/, from each cell's slideshow metadata. reveal.js,
-  require.js and jQuery are copied next to the slides (fetched once with npm), so
-  the slides work offline; without npm they load from a CDN, and we say so.
+  `make html`) in build/slides/, 1280×720 for a projector. Where the slides break is
+  computed from the cells by tools.slide_layout (its docstring has the rules); the
+  notebooks' slideshow metadata is ignored but for `skip`. reveal.js, require.js and
+  jQuery are copied next to the slides (fetched once with npm), so the slides work
+  offline; without npm they load from a CDN, and we say so.
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import shutil
 import subprocess
 import sys
@@ -22,6 +25,7 @@ from pathlib import Path
 import nbformat
 
 from tools import slide_nav
+from tools.slide_layout import layout
 from tools.build import EXECUTED_DIR, NOTEBOOK_DIR
 from tools.exercises import is_solution, student_stub
 from tools.site import Entry, notebook_summary
@@ -104,9 +108,31 @@ def _local_urls(vendor_dir: Path) -> dict[str, str]:
             "jquery_url": f"{name}/jquery.min.js"}
 
 
-def make_slides(out_dir: Path) -> list[Path]:
+@functools.lru_cache(maxsize=4)
+def _exporter(urls: tuple[tuple[str, str], ...]):
     from nbconvert import SlidesExporter
 
+    return SlidesExporter(template_name="projector", extra_template_basedirs=[str(TEMPLATES)],
+                          reveal_theme="white", reveal_transition="none", reveal_number="c/t",
+                          reveal_width="1280", reveal_height="720", **dict(urls))
+
+
+@functools.lru_cache(maxsize=1)
+def series_entries() -> list[Entry]:
+    """Every notebook of the series, for the decks' navigation."""
+    return [Entry(path.stem, notebook_summary(nbformat.read(path, as_version=4), path.stem)[0])
+            for path in sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb"))]
+
+
+def deck_html(nb: nbformat.NotebookNode, stem: str, urls: dict[str, str],
+              entries: list[Entry] | None = None) -> str:
+    """The deck of the executed notebook `nb`: laid out (tools.slide_layout), with the
+    series' navigation (`entries`, by default every notebook); reveal.js from `urls`."""
+    body, _ = _exporter(tuple(sorted(urls.items()))).from_notebook_node(layout(nb))
+    return slide_nav.with_slide_nav(body, entries or series_entries(), stem)
+
+
+def make_slides(out_dir: Path) -> list[Path]:
     executed = sorted(EXECUTED_DIR.glob("[0-9]*.ipynb"))
     if not executed:
         raise SystemExit(f"no executed notebooks in {EXECUTED_DIR}: run `make html` first")
@@ -115,19 +141,13 @@ def make_slides(out_dir: Path) -> list[Path]:
         urls = CDN
         print("npm not found: the slides will load reveal.js from a CDN when opened",
               file=sys.stderr)
-    exporter = SlidesExporter(template_name="projector", extra_template_basedirs=[str(TEMPLATES)],
-                              reveal_theme="white", reveal_transition="none",
-                              reveal_scroll=True, reveal_number="c/t",
-                              reveal_width="1280", reveal_height="800", **urls)
     notebooks = {path: nbformat.read(path, as_version=4) for path in executed}
     entries = [Entry(path.stem, notebook_summary(nb, path.stem)[0])
                for path, nb in notebooks.items()]
     written = []
     for path, nb in notebooks.items():
-        body, _ = exporter.from_notebook_node(nb)
-        body = slide_nav.with_slide_nav(body, entries, path.stem)
         target = out_dir / f"{path.stem}.slides.html"
-        atomic_write(target, body)
+        atomic_write(target, deck_html(nb, path.stem, urls, entries))
         written.append(target)
         print(f"{target}")
     return written

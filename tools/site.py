@@ -5,7 +5,9 @@ per notebook, its picture from thumbs_dir) and book/ (conf.py, _static/) in a te
 folder, runs sphinx-build there, and only then puts the new site in html_dir's place: a
 failed render leaves the old site whole. The theme gives the sidebar of the series, the
 in-page contents, search that works from disk, dark mode, copy buttons and each page's
-download (the executed notebook, as it ran: see `_restore_downloads`).
+download (the executed notebook, as it ran: see `_restore_downloads`). The instructor's kit
+(docs/kit/README.md) is one more page, linked from the index; the answer key beside it is
+never staged (`KIT_PAGE` is the only file of docs/kit/ that goes in).
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ import nbformat
 from helpers.paths import REPO_ROOT
 
 BOOK_DIR = REPO_ROOT / "book"
+KIT_PAGE = REPO_ROOT / "docs" / "kit" / "README.md"   # the kit's page; never answers.md
+KIT_STEM = "kit"
 TITLE = "NCCL collectives, rank by rank"
 LEAD = ("One notebook per collective, then the parallelism built from them: the scheme "
         "beside what every rank really held, checked against a NumPy model.")
@@ -76,10 +80,13 @@ def notebook_summary(nb: nbformat.NotebookNode, stem: str) -> tuple[str, str]:
 
 
 def index_page(entries: list[Entry], summaries: dict[str, str], thumbs: set[str],
-               stamp: str) -> str:
-    """index.md: a card per notebook under its group's heading, and the hidden toctrees
-    (one per group) that make the sidebar."""
+               stamp: str, kit: bool = False) -> str:
+    """index.md: a card per notebook under its group's heading, the hidden toctrees (one
+    per group) that make the sidebar, and a link to the instructor's kit if it is staged."""
     parts = [f"# {TITLE}\n\n{LEAD}\n"]
+    if kit:
+        parts.append(f"Teaching this? The [instructor's kit]({KIT_STEM}.md): course paths, "
+                     f"minutes, difficulty, learning outcomes.\n")
     for group, members in grouped(entries):
         cards = []
         for entry in members:
@@ -97,9 +104,19 @@ def index_page(entries: list[Entry], summaries: dict[str, str], thumbs: set[str]
     return "\n".join(parts)
 
 
-def _stage(executed: list[Path], src: Path, thumbs_dir: Path, stamp: str) -> list[Entry]:
+def kit_page(source: Path) -> str:
+    """The kit's page for the book: not in the sidebar's toctrees (orphan), linked from
+    the index."""
+    return "---\norphan: true\n---\n\n" + source.read_text(encoding="utf-8")
+
+
+def _stage(executed: list[Path], src: Path, thumbs_dir: Path, stamp: str,
+           kit_source: Path | None = None) -> list[Entry]:
+    """Write the book's sources into src: book/, a page per executed notebook, the kit's
+    page (kit_source, default KIT_PAGE, if it exists) and the index."""
     from tools.pages import as_page
 
+    kit_source = KIT_PAGE if kit_source is None else kit_source
     shutil.copytree(BOOK_DIR, src, ignore=shutil.ignore_patterns("__pycache__"))
     entries, summaries, thumbs = [], {}, set()
     for path in executed:
@@ -113,8 +130,10 @@ def _stage(executed: list[Path], src: Path, thumbs_dir: Path, stamp: str) -> lis
             (src / "_static" / "thumbs").mkdir(parents=True, exist_ok=True)
             shutil.copy2(thumb, src / "_static" / "thumbs" / thumb.name)
             thumbs.add(path.stem)
-    (src / "index.md").write_text(index_page(entries, summaries, thumbs, stamp),
-                                  encoding="utf-8")
+    if kit_source.is_file():
+        (src / f"{KIT_STEM}.md").write_text(kit_page(kit_source), encoding="utf-8")
+    (src / "index.md").write_text(index_page(entries, summaries, thumbs, stamp,
+                                             kit=kit_source.is_file()), encoding="utf-8")
     return entries
 
 
@@ -127,12 +146,14 @@ def _restore_downloads(executed: list[Path], out: Path) -> None:
             shutil.copy2(path, source)
 
 
-def render(executed: list[Path], html_dir: Path, thumbs_dir: Path, stamp: str) -> None:
-    """Build the book of `executed` (executed notebooks, in series order) into html_dir."""
+def render(executed: list[Path], html_dir: Path, thumbs_dir: Path, stamp: str,
+           kit_source: Path | None = None) -> None:
+    """Build the book of `executed` (executed notebooks, in series order) and the kit's
+    page (kit_source, default KIT_PAGE) into html_dir."""
     html_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=html_dir.parent, prefix=".site-") as tmp:
         src, out = Path(tmp) / "src", Path(tmp) / "html"
-        _stage(executed, src, thumbs_dir, stamp)
+        _stage(executed, src, thumbs_dir, stamp, kit_source)
         cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-j", "1",
                "-d", str(Path(tmp) / "doctrees"), str(src), str(out)]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=SPHINX_TIMEOUT_S,

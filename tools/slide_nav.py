@@ -1,6 +1,6 @@
 """Series navigation on the slides (tools.classroom): the title slide of every deck gets a
-bar (previous deck · the book's index · next deck) and the series' contents, grouped, with
-the deck itself marked (aria-current="page"). The book pages (tools.site) have Sphinx's own
+bar (previous deck · the book's index · next deck), and the sub-slide below it the series'
+contents, grouped, with the deck itself marked (aria-current="page"). The book pages (tools.site) have Sphinx's own
 navigation; reveal.js decks have none, hence this. Plain links and inline CSS: it works
 from disk with no network.
 """
@@ -57,20 +57,24 @@ def contents(entries: list[Entry], current: str, suffix: str) -> str:
     return "".join(parts) + "</nav>"
 
 
-SLIDE_STYLE = ".reveal .series-bar{font-size:18px}.reveal .series-toc{font-size:15px;" \
-              "text-align:left}.reveal .series-toc h2{font-size:17px;text-transform:none}"
+SLIDE_STYLE = ".reveal .series-bar{font-size:20px;margin:0 0 12px}.reveal .series-toc{font-size:16px;" \
+              "text-align:left;margin:0;grid-template-columns:repeat(4,1fr);max-width:none}" \
+              ".reveal .series-toc h2{font-size:18px;text-transform:none}" \
+              ".reveal .series-toc li{margin:0}"
 
 
 def with_slide_nav(page: str, entries: list[Entry], current: str,
                    index_href: str = "../html/index.html") -> str:
-    """Slides `page` with the bar and the contents (to the other decks) on its title slide.
-
-    """
+    """Slides `page` with the bar on its title slide (above the title) and the contents (to
+    the other decks) on a sub-slide of their own below it."""
     start = page.find('<div class="slides">')
-    end = page.find("</section>", start)
-    if start < 0 or end < 0:
+    first = page.find("<section", start)
+    first = page.find("<section", first + 1)          # the title's (vertical) slide
+    opened = page.find(">", first) + 1
+    end = page.find("</section>", opened)
+    if start < 0 or first < 0 or end < 0:
         raise ValueError(f"slides {current} have no first <section> to put the navigation in")
-    block = (f"<style>{NAV_STYLE}{SLIDE_STYLE}</style>"
-             f"{bar(entries, current, index_href, '.slides.html')}"
-             f"{contents(entries, current, '.slides.html')}")
-    return page[:end] + block + page[end:]
+    return (page[:opened] + f"<style>{NAV_STYLE}{SLIDE_STYLE}</style>"
+            + bar(entries, current, index_href, ".slides.html") + page[opened:end]
+            + "</section><section>" + contents(entries, current, ".slides.html")
+            + page[end:])

@@ -13,6 +13,7 @@ notebook 24's `%%px` cells; this module says *what* each rank runs and in which 
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Iterator, Sequence
 
 from helpers.training.pipeline import Timeline, bubble_fraction, step_time  # noqa: F401
@@ -203,6 +204,23 @@ def formula_bubble(schedule: str, p: int, m: int, v: int = 1) -> float:
     return (p - 1) / (3 * m + p - 1)
 
 
+def bubble_ranking(table: Sequence[dict]) -> str:
+    """Per m: the schedules from the largest measured bubble to the smallest, beside the
+    formulas' order (rows with schedule, m, measured, formula)."""
+    lines = []
+    for m in sorted({row["m"] for row in table}):
+        rows = [row for row in table if row["m"] == m]
+        measured = sorted(rows, key=lambda row: -row["measured"])
+        formula = sorted(rows, key=lambda row: -row["formula"])
+        same = [row["schedule"] for row in measured] == [row["schedule"] for row in formula]
+        lines.append(f"m = {m}: measured "
+                     + " > ".join(f"{row['schedule']} {row['measured']:.2f}" for row in measured)
+                     + "; formulas "
+                     + " > ".join(f"{row['schedule']} {row['formula']:.2f}" for row in formula)
+                     + ("; the same order" if same else "; not the same order"))
+    return "\n".join(lines)
+
+
 class Spans(Timeline):
     """Spans (kind, "stage.mb", start, end) in seconds since `start()`, on one rank:
     notebook 18's timeline, with kinds F, B, I, W (compute) and wait (for a transfer)."""
@@ -212,6 +230,20 @@ class Spans(Timeline):
     def span(self, kind: str, stage: int | None = None,  # type: ignore[override]
              mb: int | None = None) -> contextlib.AbstractContextManager[None]:
         return super().span(kind, None if stage is None else f"{stage}.{mb}")
+
+
+@contextlib.contextmanager
+def hold(seconds: float) -> Iterator[None]:
+    """Run the block, then sleep until `seconds` have passed since it began (at once if it
+    took longer): an action of fixed length, as a kernel on a GPU of its own, during
+    which the CPU core is free for the other ranks."""
+    if seconds < 0:
+        raise ValueError(f"an action cannot last {seconds} s")
+    start = time.perf_counter()
+    yield
+    left = start + seconds - time.perf_counter()
+    if left > 0:
+        time.sleep(left)
 
 
 def compute_order(events: Sequence) -> list[str]:

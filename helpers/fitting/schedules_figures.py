@@ -87,27 +87,34 @@ def plot_timelines(timelines: dict[str, Sequence[Sequence]], title: str):
     return fig
 
 
-def plot_bubbles(table: Sequence[dict], p: int, title: str):
-    """The measured bubble (mean over ranks) per schedule and m, the formula dashed."""
+def plot_bubbles(tables: dict[str, Sequence[dict]] | Sequence[dict], p: int, title: str):
+    """The measured bubble (mean over ranks) per schedule and m, the formula dashed: one
+    panel per table ({panel title: rows}; a plain list of rows is one panel)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4))
-    for k, schedule in enumerate(dict.fromkeys(row["schedule"] for row in table)):
-        rows = sorted((r for r in table if r["schedule"] == schedule), key=lambda r: r["m"])
-        colour = f"C{k}"
-        ms = [r["m"] for r in rows]
-        ax.plot(ms, [r["measured"] for r in rows], "o-", color=colour,
-                label=f"{schedule}, measured")
-        ax.plot(ms, [formula_bubble(rows[0]["key"], p, m, rows[0]["v"]) for m in ms], "--",
-                color=colour, label=f"{schedule}, formula")
-    ax.set_xscale("log", base=2)
-    ms = sorted({row["m"] for row in table})
-    ax.set_xticks(ms, [str(m) for m in ms])
-    ax.set_xlabel("micro-batches m")
-    ax.set_ylabel("bubble fraction")
-    ax.set_ylim(0, 1)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-    ax.set_title(title, fontsize=10)
+    if not isinstance(tables, dict):
+        tables = {"": tables}
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.6 * len(tables) + 2.6, 4),
+                             squeeze=False, sharey=True)
+    for ax, (panel, table) in zip(axes[0], tables.items()):
+        for k, schedule in enumerate(dict.fromkeys(row["schedule"] for row in table)):
+            rows = sorted((r for r in table if r["schedule"] == schedule),
+                          key=lambda r: r["m"])
+            ms = [r["m"] for r in rows]
+            ax.plot(ms, [r["measured"] for r in rows], "o-", color=f"C{k}",
+                    label=f"{schedule}, measured")
+            ax.plot(ms, [formula_bubble(rows[0]["key"], p, m, rows[0]["v"]) for m in ms],
+                    "--", color=f"C{k}", label=f"{schedule}, formula")
+        ax.set_xscale("log", base=2)
+        ms = sorted({row["m"] for row in table})
+        ax.set_xticks(ms, [str(m) for m in ms])
+        ax.minorticks_off()
+        ax.set_xlabel("micro-batches m")
+        ax.set_ylim(0, 1)
+        ax.set_title(panel, fontsize=10)
+    axes[0, 0].set_ylabel("bubble fraction")
+    axes[0, -1].legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     plt.close(fig)
     return fig

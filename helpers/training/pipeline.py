@@ -29,6 +29,7 @@ from helpers.training.toy import D_IN, D_OUT, DTYPE, loss_fn
 
 KINDS = ("forward", "backward", "send", "recv", "send+recv")
 COMPUTE = ("forward", "backward")
+TRANSFERS = ("send", "recv", "send+recv")
 COLOURS = {"forward": "#4c8bf5", "backward": "#2e9e5b", "send": "#f0a030",
            "recv": "#d9534f", "send+recv": "#9b59b6"}
 
@@ -64,6 +65,65 @@ def reference_gradients(n_stages: int, width: int, X: torch.Tensor, Y: torch.Ten
     grads = [{name: p.grad.detach().clone() for name, p in stage.named_parameters()}
              for stage in model]
     return loss.item(), grads
+
+
+class _BackwardBegins(torch.autograd.Function):
+    """Identity; its backward, the first of the stage's, notes when the backward began."""
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, clock: dict) -> torch.Tensor:
+        ctx.clock = clock
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        ctx.clock["backward"] = time.perf_counter()
+        return grad, None
+
+
+class _BackwardEnds(torch.autograd.Function):
+    """Identity; its backward, the last of the stage's, waits out the backward's time."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, clock: dict, seconds: float) -> torch.Tensor:
+        ctx.clock, ctx.seconds = clock, seconds
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        _wait_until(ctx.clock["backward"] + ctx.seconds)
+        return grad, None, None
+
+
+def _wait_until(deadline: float) -> None:
+    left = deadline - time.perf_counter()
+    if left > 0:
+        time.sleep(left)       # the core is free meanwhile, as while a GPU computes
+
+
+def pace(stage: nn.Module, forward_s: float, backward_s: float) -> nn.Module:
+    """Make `stage` take a fixed time per sample, as a kernel on a GPU of its own does,
+    without holding a CPU core: each forward (backward) runs the real layers, then sleeps
+    until `forward_s` (`backward_s`) × the micro-batch's rows have passed since it began.
+    The values and gradients are the real ones; the same module comes back, hooked."""
+    if forward_s <= 0 or backward_s <= 0:
+        raise ValueError(f"a paced stage needs positive times per sample, got forward "
+                         f"{forward_s} s and backward {backward_s} s")
+    clock: dict[str, float] = {}
+
+    def before(module, inputs):
+        clock["forward"] = time.perf_counter()
+        x, = inputs
+        x = x if x.requires_grad else x.detach().requires_grad_(True)
+        return (_BackwardEnds.apply(x, clock, backward_s * x.shape[0]),)
+
+    def after(module, inputs, y):
+        _wait_until(clock["forward"] + forward_s * inputs[0].shape[0])
+        return _BackwardBegins.apply(y, clock)
+
+    stage.register_forward_pre_hook(before)
+    stage.register_forward_hook(after)
+    return stage
 
 
 def theory_bubble(n_stages: int, n_microbatches: int) -> float:
@@ -268,26 +328,56 @@ def bubble_trend(table: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot_bubbles(table: Sequence[dict], n_stages: int, title: str):
-    """Measured bubble (mean over ranks) per schedule against (p − 1)/(m + p − 1)."""
+def compute_ms(events_by_rank: Sequence[Sequence], kinds: Sequence[str] = COMPUTE) -> float:
+    """The time one step spent in spans of `kinds` (forward and backward), mean over the
+    ranks, in ms."""
+    return 1e3 * sum(busy_time(events, kinds) for events in events_by_rank) / len(events_by_rank)
+
+
+def bubble_fall(table: Sequence[dict]) -> str:
+    """Per schedule: the measured bubble as m grows, beside the formula's, and whether it
+    fell at every step."""
+    lines = []
+    for schedule in dict.fromkeys(row["schedule"] for row in table):
+        rows = sorted((row for row in table if row["schedule"] == schedule),
+                      key=lambda row: row["m"])
+        measured = [row["measured"] for row in rows]
+        formula = " → ".join(f"{row['theory']:.2f}" for row in rows)
+        fell = all(b < a for a, b in zip(measured, measured[1:]))
+        lines.append(f"{schedule}: m = {', '.join(str(row['m']) for row in rows)}: measured "
+                     f"{' → '.join(f'{b:.2f}' for b in measured)}, formula "
+                     f"{formula}; "
+                     f"{'fell at every step' if fell else 'did not fall at every step'}")
+    return "\n".join(lines)
+
+
+def plot_bubbles(tables: dict[str, Sequence[dict]] | Sequence[dict], n_stages: int,
+                 title: str):
+    """Measured bubble (mean over ranks) per schedule against (p − 1)/(m + p − 1): one
+    panel per table ({panel title: rows}; a plain list of rows is one panel)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    ms = sorted({row["m"] for row in table})
-    dense = torch.linspace(min(ms), max(ms), 200).tolist()
-    ax.plot(dense, [theory_bubble(n_stages, m) for m in dense], "k--",
-            label=f"(p − 1)/(m + p − 1), p = {n_stages}")
-    for schedule, marker in (("GPipe", "o"), ("1F1B", "s")):
-        rows = sorted((r for r in table if r["schedule"] == schedule), key=lambda r: r["m"])
-        ax.plot([r["m"] for r in rows], [r["measured"] for r in rows], marker=marker,
-                label=f"{schedule}, measured")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(ms, [str(m) for m in ms])
-    ax.set_xlabel("micro-batches m")
-    ax.set_ylabel("bubble fraction")
-    ax.set_ylim(0, 1)
-    ax.legend()
-    ax.set_title(title, fontsize=10)
+    if not isinstance(tables, dict):
+        tables = {"": tables}
+    fig, axes = plt.subplots(1, len(tables), figsize=(5.2 * len(tables) + 1.3, 4),
+                             squeeze=False, sharey=True)
+    for ax, (panel, table) in zip(axes[0], tables.items()):
+        ms = sorted({row["m"] for row in table})
+        dense = torch.linspace(min(ms), max(ms), 200).tolist()
+        ax.plot(dense, [theory_bubble(n_stages, m) for m in dense], "k--",
+                label=f"(p − 1)/(m + p − 1), p = {n_stages}")
+        for schedule, marker in (("GPipe", "o"), ("1F1B", "s")):
+            rows = sorted((r for r in table if r["schedule"] == schedule), key=lambda r: r["m"])
+            ax.plot([r["m"] for r in rows], [r["measured"] for r in rows], marker=marker,
+                    label=f"{schedule}, measured")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ms, [str(m) for m in ms])
+        ax.set_xlabel("micro-batches m")
+        ax.set_ylim(0, 1)
+        ax.set_title(panel, fontsize=10)
+        ax.legend(fontsize=8)
+    axes[0, 0].set_ylabel("bubble fraction")
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

@@ -435,6 +435,14 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("15-hooks-launch-during-backward", "15_data_parallel", "c21",
           "can launch the bucket's `all_reduce` at once, with\n`async_op=True`", "test",
           "tests/notebooks/test_15_data_parallel.py::test_data_parallel_notebook"),
+    Claim("15-paced-overlap-hides-the-all-reduces", "15_data_parallel", "paced-overlap-read",
+          "most of the `all_reduce` time lies inside backward, and the wait\nafter backward is "
+          "a small part of what it is", "test",
+          "tests/notebooks/test_15_data_parallel.py::test_data_parallel_notebook"),
+    Claim("15-remember-paced-overlap", "15_data_parallel", "c37",
+          "with layers that leave the cores free (as a GPU\n  per rank does), most of the "
+          "`all_reduce` time", "test",
+          "tests/notebooks/test_15_data_parallel.py::test_data_parallel_notebook"),
     Claim("15-ddp-same-parameters", "15_data_parallel", "c37",
           "`DistributedDataParallel` does the same and ends with the same parameters", "test",
           "tests/notebooks/test_15_data_parallel.py::test_data_parallel_notebook"),
@@ -554,8 +562,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("18-torch-1f1b-same-order-as-ours", "18_pipeline_parallel", "torch-1f1b-read",
           "So the two compute in the same order on every stage", "test",
           "tests/notebooks/test_18_pipeline_parallel.py::test_pipeline_parallel_notebook"),
-    Claim("18-more-microbatches-smaller-bubble", "18_pipeline_parallel", "cell-20",
-          "with\nseveral micro-batches the measured bubble gets below its value with one", "test",
+    Claim("18-paced-bubble-falls-with-m", "18_pipeline_parallel", "paced-read",
+          "With stages that leave the cores free, the measured bubble falls as *m* grows, as "
+          "the\nformula says", "test",
           "tests/notebooks/test_18_pipeline_parallel.py::test_pipeline_parallel_notebook"),
     Claim("18-send-writes-s-plus-96", "18_pipeline_parallel", "bytes-read",
           "a `send` of *S* bytes\nwrites *S* + 96 bytes on the sender and 48 on the receiver",
@@ -978,6 +987,10 @@ CLAIMS: tuple[Claim, ...] = (
           "torch's `ScheduleInterleaved1F1B`, `ScheduleInterleavedZeroBubble`,\n  "
           "`ScheduleZBVZeroBubble` and `ScheduleDualPipeV` take a list of stages per rank",
           "test",
+          "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
+    Claim("24-paced-bubbles-rank-as-formulas", "24_pipeline_schedules", "paced-read",
+          "With actions of fixed length, the measured bubbles rank the schedules as the "
+          "formulas\ndo, at each *m*", "test",
           "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
     # 25 algorithms: ring, tree, halving-doubling
     gloo("25-gloo-broadcast-binomial-tree", "25_algorithms", "c33",

@@ -90,3 +90,26 @@ def test_measured_bubble_and_order_from_spans():
     assert zs.step_time(events) == 4.0
     assert zs.measured_bubble(events) == pytest.approx([0.25, 0.375])
     assert zs.compute_order(events[1]) == ["F1.0", "I1.0", "W1.0"]
+
+
+def test_hold_makes_an_action_last_its_time():
+    import time
+
+    start = time.perf_counter()
+    with zs.hold(0.02):
+        pass
+    assert time.perf_counter() - start >= 0.02          # a sleep lasts at least that
+    with pytest.raises(ValueError, match="cannot last"):
+        with zs.hold(-1.0):
+            pass
+
+
+def test_bubble_ranking_against_the_formulas():
+    rows = [{"schedule": s, "m": 4, "measured": b, "formula": zs.formula_bubble(k, 4, 4, v)}
+            for s, k, v, b in (("1F1B", "1F1B", 1, 0.45), ("interleaved 1F1B", "interleaved",
+                                                            2, 0.33), ("ZB-H1", "ZB-H1", 1, 0.26))]
+    assert zs.bubble_ranking(rows) == (
+        "m = 4: measured 1F1B 0.45 > interleaved 1F1B 0.33 > ZB-H1 0.26; formulas 1F1B 0.43 > "
+        "interleaved 1F1B 0.27 > ZB-H1 0.20; the same order")
+    rows[1]["measured"] = 0.5
+    assert zs.bubble_ranking(rows).endswith("; not the same order")

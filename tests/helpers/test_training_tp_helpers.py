@@ -344,3 +344,47 @@ def test_plot_mesh_and_params():
         shifted = len(xs) - 4                  # the last 4 points: 2.bias
         assert xs[:shifted] == pytest.approx(ys[:shifted])
         assert [y - x for x, y in zip(xs[shifted:], ys[shifted:])] == pytest.approx([off] * 4)
+
+
+def test_a_paced_stage_lasts_its_time_per_sample_and_keeps_the_real_gradients():
+    import time
+
+    torch.manual_seed(0)
+    plain = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh()).double()
+    paced = pp.pace(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh()).double(),
+                    forward_s=1e-3, backward_s=2e-3)
+    paced.load_state_dict(plain.state_dict())
+    x = torch.randn(10, 8, dtype=torch.float64)              # no grad: a first stage's input
+    start = time.perf_counter()
+    y = paced(x)
+    forward = time.perf_counter() - start
+    start = time.perf_counter()
+    y.sum().backward()
+    backward = time.perf_counter() - start
+    assert forward >= 10 * 1e-3 and backward >= 10 * 2e-3    # sleeps last at least that
+    plain(x).sum().backward()
+    for (name, a), (_, b) in zip(paced.named_parameters(), plain.named_parameters()):
+        assert torch.equal(a.grad, b.grad), name
+    inner = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)   # a later stage's
+    paced(inner).sum().backward()
+    assert inner.grad is not None and inner.grad.shape == (4, 8)
+    with pytest.raises(ValueError, match="positive times per sample"):
+        pp.pace(torch.nn.Linear(2, 2), forward_s=0.0, backward_s=1e-3)
+
+
+def test_compute_ms_and_the_bubble_falling_with_m():
+    events = [[("forward", 0, 0.0, 0.001), ("send", 0, 0.001, 0.003)],
+              [("recv", 0, 0.0, 0.001), ("backward", 0, 0.001, 0.004)]]
+    assert pp.compute_ms(events) == pytest.approx(2.0)
+    assert pp.compute_ms(events, pp.TRANSFERS) == pytest.approx(1.5)
+    table = [{"schedule": "GPipe", "m": m, "measured": b, "theory": pp.theory_bubble(4, m)}
+             for m, b in ((1, 0.76), (2, 0.62), (4, 0.47))]
+    table += [{"schedule": "1F1B", "m": m, "measured": b, "theory": pp.theory_bubble(4, m)}
+              for m, b in ((1, 0.76), (2, 0.62), (4, 0.63))]
+    assert pp.bubble_fall(table).splitlines() == [
+        "GPipe: m = 1, 2, 4: measured 0.76 → 0.62 → 0.47, formula 0.75 → 0.60 → 0.43; "
+        "fell at every step",
+        "1F1B: m = 1, 2, 4: measured 0.76 → 0.62 → 0.63, formula 0.75 → 0.60 → 0.43; "
+        "did not fall at every step"]
+    fig = pp.plot_bubbles({"paced": table, "real": table}, 4, "t")
+    assert [ax.get_title() for ax in fig.axes] == ["paced", "real"]

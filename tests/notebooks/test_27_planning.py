@@ -49,7 +49,9 @@ def test_planning_notebook(n_ranks, tmp_path, monkeypatch):
         assert held["fsdp_run"] == 4 * params // n
         assert held["tp_run"] == 4 * 8 * n * _tp_local_params(n)
         assert held["pp_run"] == 4 * 8 * BLOCK
-        assert r["dp_sizes"] == [params]
+        # the exercise: the PP step in m = 2n micro-batches of one sequence each
+        sends = 2 * n * ((rank < n - 1) + (rank > 0))
+        assert r["pp_more_sends"] == [SEQ * D * 8] * sends
     rows = record["errors"]
     assert [row["config"] for row in rows] == ["DP", "ZeRO-3", "TP", "PP m=2"]
     for row in rows:

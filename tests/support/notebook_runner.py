@@ -5,6 +5,8 @@ from pathlib import Path
 
 import nbformat
 
+from executed_checks import check_executed
+
 
 def execute(notebook: Path, out_dir: Path, cell_timeout_s: int = 600,
             **parameters) -> nbformat.NotebookNode:
@@ -22,7 +24,9 @@ def execute(notebook: Path, out_dir: Path, cell_timeout_s: int = 600,
     finally:
         if under_test is not None:
             os.environ["PYTEST_CURRENT_TEST"] = under_test
-    return nbformat.read(out, as_version=4)
+    executed = nbformat.read(out, as_version=4)
+    check_executed(notebook, executed, parameters)
+    return executed
 
 
 def output_text(cell) -> str:

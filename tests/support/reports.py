@@ -221,3 +221,13 @@ def _shows(form: str, text: str) -> bool:
     if form.startswith("["):
         return _squeezed(form) in _squeezed(text)
     return bool(_number_pattern(form).search(text))
+
+
+def assert_no_answer_above(nb, name: str) -> None:
+    """Fail when the executed notebook `name` shows its exercise's measured answer above
+    the question (`answers_shown_above`); a notebook without an exercise passes. The answer
+    is read from the grade's "measured ..." lines, whatever the prediction's value."""
+    found = answers_shown_above(nb)
+    assert not found, (f"{name}: the exercise is answered above its question, in "
+                       + "; ".join(found) + " (issue 28: move it below the check, or ask "
+                       "another question)")

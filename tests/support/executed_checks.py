@@ -1,0 +1,31 @@
+"""What every notebook test checks of the copy it executed, whatever the notebook.
+
+`notebook_runner.execute` calls `check_executed` after each execution. The checks run at
+one world size per notebook, the series' default (4 ranks, as `make html` and `make slides`
+run it), or the one its test runs where that is another (CHECKED_AT), so each notebook is
+checked once per suite:
+- no exercise is answered above its question (reports.assert_no_answer_above);
+- its deck fits a 1280×720 projector on every slide, reads at the sizes the room needs and
+  runs without a console error (slides.check_deck, headless Chromium).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+DEFAULT_RANKS = 4
+CHECKED_AT = {"13_debugging": 3}      # its test runs it at 3 ranks only
+
+
+def check_executed(notebook: Path, nb: nbformat.NotebookNode, parameters: dict) -> None:
+    """Fail when the executed copy of `notebook` breaks a rule of the whole series."""
+    ranks = CHECKED_AT.get(notebook.stem, DEFAULT_RANKS)
+    if parameters.get("n_ranks", DEFAULT_RANKS) not in (None, ranks) \
+            or not notebook.stem[:2].isdigit():
+        return
+    from reports import assert_no_answer_above        # issue 28: ask before telling
+    from slides import check_deck                      # issue 28: decks that fit the room
+
+    assert_no_answer_above(nb, notebook.stem)
+    check_deck(notebook.stem, nb)
