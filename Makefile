@@ -15,7 +15,7 @@ PYTHON := $(ENV_DIR)/bin/python
 INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install install-mpi html slides student test test-quick lint lab gpu-check images bench compare shared-cells clean
+.PHONY: help install install-mpi install-slurm slurm-check html slides student test test-quick lint lab gpu-check images bench compare shared-cells clean
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
@@ -23,6 +23,8 @@ help:
 	@echo "make slides      reveal.js slides of the executed notebooks (after make html)"
 	@echo "make student     student copies without exercise solutions, in build/student"
 	@echo "make install-mpi mpi4py, for TUTORIAL_LAUNCHER=mpi (Open MPI from your OS)"
+	@echo "make install-slurm  Slurm and munge from Debian/Ubuntu's packages (as root)"
+	@echo "make slurm-check notebooks on a one-node Slurm started here, then stopped"
 	@echo "make test        the whole test suite (real kernels and engines, gloo on CPU)"
 	@echo "make test-quick  the suite without the slow notebook executions"
 	@echo "make lint        ruff (pyflakes rules) over the code and the notebooks' cells"
@@ -47,6 +49,15 @@ install: $(INSTALLED)
 # libopenmpi-dev) and mpi4py in the environment.
 install-mpi: $(INSTALLED)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check mpi4py==4.1.2
+
+# A one-node Slurm on this machine (tools/slurm/, as root): the slurm launcher's
+# tests start it, run notebooks on engines that sbatch/srun start, and stop it again.
+install-slurm:
+	python3 -m tools.slurm install
+
+slurm-check: $(INSTALLED) install-slurm
+	TUTORIAL_REQUIRE_SLURM=1 $(PYTHON) -m pytest tests/runtime/test_slurm_launcher.py -n 0 \
+		--durations=0 $(PYTEST_ARGS)
 
 html: $(INSTALLED)
 	$(PYTHON) -m tools.build $(if $(COLD),--cold)

@@ -91,10 +91,49 @@ def stop_session_warm_clusters() -> str:
 COLD_NOTEBOOKS = ("13_debugging",)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slurm: runs on a Slurm started for the session (local_slurm, "
+        "local_slurm_hosts)")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(nb in item.name for nb in COLD_NOTEBOOKS):
             item.add_marker(pytest.mark.cold)
+
+
+@pytest.fixture(scope="session")
+def local_slurm():
+    """A one-node Slurm (tools/slurm/), started once, when a test first asks for it (the
+    tests marked `slurm` do); stopped at the session's end, or by a watchdog if it dies.
+
+    Skipped where Slurm is not installed or not root, unless TUTORIAL_REQUIRE_SLURM=1
+    (CI): then that is a failure.
+    """
+    yield from _slurm_for_the_session(hosts=0)
+
+
+@pytest.fixture(scope="session")
+def local_slurm_hosts():
+    """A Slurm of two nodes, each slurmd in a network namespace of its own (a host with
+    its own address): as local_slurm otherwise."""
+    yield from _slurm_for_the_session(hosts=2)
+
+
+def _slurm_for_the_session(hosts: int):
+    from tools.slurm import local as slurm_local
+
+    try:
+        slurm_local.require_usable()
+    except slurm_local.SlurmUnavailable as err:
+        if os.environ.get("TUTORIAL_REQUIRE_SLURM", "").strip() not in ("", "0"):
+            pytest.fail(f"TUTORIAL_REQUIRE_SLURM is set but {err}")
+        pytest.skip(str(err))
+    slurm = slurm_local.start(watch_pid=os.getpid(), hosts=hosts)
+    yield slurm
+    slurm_local.stop(slurm.folder)
+    assert slurm_local.leftovers(slurm.folder) == []
 
 
 def pytest_sessionfinish(session, exitstatus):

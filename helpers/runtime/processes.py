@@ -64,13 +64,19 @@ def security_dir(ipython_dir: str | None = None) -> Path:
     return Path(ipython_dir or get_ipython_dir()) / "profile_default" / "security"
 
 
+def batch_script(cluster_id: str, launcher_class: str, ipython_dir: str | None = None) -> Path:
+    """Where the slurm launcher's batch script for `launcher_class` of a cluster goes."""
+    return security_dir(ipython_dir) / f"batch-{cluster_id}-{launcher_class}.sbatch"
+
+
 def forget_cluster_files(cluster_id: str, ipython_dir: str | None = None) -> None:
-    """Remove the cluster and connection files of a cluster whose processes are gone, and
-    its controller's unix socket files (the prefix is in a connection file): a controller
-    that was SIGKILLed could not remove them itself."""
+    """Remove the cluster and connection files of a cluster whose processes are gone, its
+    batch scripts (slurm), and its controller's unix socket files (the prefix is in a
+    connection file): a controller that was SIGKILLed could not remove them itself."""
     folder = security_dir(ipython_dir)
     for path in [folder / f"cluster-{cluster_id}.json",
-                 *folder.glob(f"ipcontroller-{cluster_id}-*.json")]:
+                 *folder.glob(f"ipcontroller-{cluster_id}-*.json"),
+                 *folder.glob(f"batch-{cluster_id}-*.sbatch")]:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             interface = json.loads(path.read_text()).get("interface", "")
             if interface.startswith("ipc://"):

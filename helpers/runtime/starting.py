@@ -18,8 +18,8 @@ import ipyparallel as ipp
 import psutil
 
 from helpers.runtime import launchers
-from helpers.runtime.processes import (IPYTHONDIR_VARIABLE, OWNER_VARIABLE, current_ipython_dir,
-                                       running)
+from helpers.runtime.processes import (IPYTHONDIR_VARIABLE, OWNER_VARIABLE, batch_script,
+                                       current_ipython_dir, running)
 from helpers.runtime.progress import StartProgress
 
 # The controller counts an engine as registered at the heartbeat after its first pong:
@@ -99,6 +99,13 @@ def new_ipp_cluster(plan: launchers.LaunchPlan, **kwargs: Any) -> ipp.Cluster:
     ipp_cluster = ipp.Cluster(log=IPP_LOG, delay=0, controller_args=controller_args,
                               send_engines_connection_env=not local, **options, **kwargs)
     launchers.apply(plan, ipp_cluster)
+    if plan.launcher == "slurm":
+        # ipyparallel writes a batch script into the working directory (the notebook's
+        # folder) unless its name is absolute: it goes beside the connection files, and
+        # forget_cluster_files removes it with them.
+        for name in (launchers.SLURM_ENGINES, launchers.SLURM_CONTROLLER):
+            ipp_cluster.config[name].batch_file_name = str(
+                batch_script(ipp_cluster.cluster_id, name))
     if local:
         engine_file = os.path.join(ipp_cluster.profile_dir, "security",
                                    f"ipcontroller-{ipp_cluster.cluster_id}-engine.json")

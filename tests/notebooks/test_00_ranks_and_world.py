@@ -3,8 +3,6 @@ names it lists are the engines' and its barrier cell runs as a torchrun script."
 from __future__ import annotations
 
 import ast
-import contextlib
-import io
 import json
 import os
 import re
@@ -16,7 +14,7 @@ import pytest
 
 from animation_checks import only_animation
 from conftest import NOTEBOOKS
-from notebook_runner import execute, notebook_text, output_text, run_bounded
+from notebook_runner import cell_script, execute, notebook_text, output_text, run_bounded
 from reports import shown_reports
 
 NB = NOTEBOOKS / "00_ranks_and_world.ipynb"
@@ -91,10 +89,7 @@ def _listed() -> list[str]:
 
 def _script() -> str:
     """The script the torchrun cell prints."""
-    namespace: dict = {}
-    with contextlib.redirect_stdout(io.StringIO()):
-        exec(_cells()["torchrun-script"], namespace)
-    return namespace["script"]
+    return cell_script(NB, "torchrun-script")
 
 
 def test_the_names_listed_are_the_ones_an_engine_gets():

@@ -101,7 +101,7 @@ def test_remove_stale_sockets_only_dead_and_old_ones(runtime_dir):
 def test_forgetting_a_cluster_removes_its_controller_sockets(tmp_path):
     """The reaper and the orphan sweep end with forget_cluster_files: if the controller
     had to be SIGKILLed, its socket files go there (the prefix is in a connection file)."""
-    from helpers.runtime.processes import forget_cluster_files
+    from helpers.runtime.processes import batch_script, forget_cluster_files
     security = tmp_path / "profile_default" / "security"
     security.mkdir(parents=True)
     sockets = tmp_path / "sockets"
@@ -114,9 +114,13 @@ def test_forgetting_a_cluster_removes_its_controller_sockets(tmp_path):
         (security / f"ipcontroller-c1-{kind}.json").write_text(
             json.dumps({"interface": f"ipc://{sockets}/ipp-mine"}))
     (security / "cluster-c1.json").write_text("{}")
+    script = batch_script("c1", "SlurmEngineSetLauncher", str(tmp_path))   # slurm's
+    script.write_text("#!/bin/sh\n")
+    another = batch_script("c2", "SlurmEngineSetLauncher", str(tmp_path))
+    another.write_text("#!/bin/sh\n")
     forget_cluster_files("c1", str(tmp_path))
     assert not any(p.exists() for p in mine) and other.exists()
-    assert list(security.iterdir()) == []
+    assert list(security.iterdir()) == [another]
 
 
 def test_upstream_controller_and_engines_spell_ipc_urls_differently():

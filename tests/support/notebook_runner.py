@@ -116,3 +116,17 @@ def execute_with_results(stem: str, out_dir: Path, monkeypatch,
     nb = execute(NOTEBOOKS / f"{stem}.ipynb", out_dir, **parameters)
     records = json.loads((results / f"{stem}.json").read_text())
     return nb, records if isinstance(records, list) else [records]
+
+
+def cell_script(notebook: Path, cell_id: str) -> str:
+    """The `script` that a notebook's cell defines and prints (00's torchrun-script cell),
+    run here as the notebook runs it."""
+    import contextlib
+    import io
+
+    [source] = [c.source for c in nbformat.read(notebook, as_version=4).cells
+                if c.get("id") == cell_id]
+    namespace: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(source, namespace)
+    return namespace["script"]
