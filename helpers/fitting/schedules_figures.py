@@ -6,7 +6,7 @@ from typing import Sequence
 
 from helpers.fitting.schedules import COMPUTE, formula_bubble, measured_bubble, plan, simulate
 from helpers.fitting.schedules import step_time
-from helpers.training.pipeline import COLOURS as PP_COLOURS
+from helpers.training.pipeline import COLOURS as PP_COLOURS, bubble_panels
 
 COLOURS = {"F": PP_COLOURS["forward"], "B": PP_COLOURS["backward"], "I": "#7fc97f",
            "W": "#e6ab02", "wait": PP_COLOURS["recv"]}
@@ -92,11 +92,8 @@ def plot_bubbles(tables: dict[str, Sequence[dict]] | Sequence[dict], p: int, tit
     panel per table ({panel title: rows}; a plain list of rows is one panel)."""
     import matplotlib.pyplot as plt
 
-    if not isinstance(tables, dict):
-        tables = {"": tables}
-    fig, axes = plt.subplots(1, len(tables), figsize=(4.6 * len(tables) + 2.6, 4),
-                             squeeze=False, sharey=True)
-    for ax, (panel, table) in zip(axes[0], tables.items()):
+    fig, panels = bubble_panels(tables, 4.6, 2.6)
+    for ax, table in panels:
         for k, schedule in enumerate(dict.fromkeys(row["schedule"] for row in table)):
             rows = sorted((r for r in table if r["schedule"] == schedule),
                           key=lambda r: r["m"])
@@ -105,15 +102,7 @@ def plot_bubbles(tables: dict[str, Sequence[dict]] | Sequence[dict], p: int, tit
                     label=f"{schedule}, measured")
             ax.plot(ms, [formula_bubble(rows[0]["key"], p, m, rows[0]["v"]) for m in ms],
                     "--", color=f"C{k}", label=f"{schedule}, formula")
-        ax.set_xscale("log", base=2)
-        ms = sorted({row["m"] for row in table})
-        ax.set_xticks(ms, [str(m) for m in ms])
-        ax.minorticks_off()
-        ax.set_xlabel("micro-batches m")
-        ax.set_ylim(0, 1)
-        ax.set_title(panel, fontsize=10)
-    axes[0, 0].set_ylabel("bubble fraction")
-    axes[0, -1].legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    panels[-1][0].legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     plt.close(fig)

@@ -351,17 +351,37 @@ def bubble_fall(table: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
+def bubble_panels(tables: dict[str, Sequence[dict]] | Sequence[dict], panel_width: float,
+                  extra_width: float):
+    """A row of bubble panels, one per table ({panel title: rows with "m"}; a plain list of
+    rows is one panel): the figure and [(axis, rows)], each axis over m (log 2, the rows'
+    m as ticks) and the bubble fraction (0 to 1, shared)."""
+    import matplotlib.pyplot as plt
+
+    if not isinstance(tables, dict):
+        tables = {"": tables}
+    fig, axes = plt.subplots(1, len(tables), figsize=(panel_width * len(tables) + extra_width, 4),
+                             squeeze=False, sharey=True)
+    for ax, (panel, table) in zip(axes[0], tables.items()):
+        ms = sorted({row["m"] for row in table})
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ms, [str(m) for m in ms])
+        ax.minorticks_off()
+        ax.set_xlabel("micro-batches m")
+        ax.set_ylim(0, 1)
+        ax.set_title(panel, fontsize=10)
+    axes[0, 0].set_ylabel("bubble fraction")
+    return fig, list(zip(axes[0], tables.values()))
+
+
 def plot_bubbles(tables: dict[str, Sequence[dict]] | Sequence[dict], n_stages: int,
                  title: str):
     """Measured bubble (mean over ranks) per schedule against (p − 1)/(m + p − 1): one
     panel per table ({panel title: rows}; a plain list of rows is one panel)."""
     import matplotlib.pyplot as plt
 
-    if not isinstance(tables, dict):
-        tables = {"": tables}
-    fig, axes = plt.subplots(1, len(tables), figsize=(5.2 * len(tables) + 1.3, 4),
-                             squeeze=False, sharey=True)
-    for ax, (panel, table) in zip(axes[0], tables.items()):
+    fig, panels = bubble_panels(tables, 5.2, 1.3)
+    for ax, table in panels:
         ms = sorted({row["m"] for row in table})
         dense = torch.linspace(min(ms), max(ms), 200).tolist()
         ax.plot(dense, [theory_bubble(n_stages, m) for m in dense], "k--",
@@ -370,13 +390,7 @@ def plot_bubbles(tables: dict[str, Sequence[dict]] | Sequence[dict], n_stages: i
             rows = sorted((r for r in table if r["schedule"] == schedule), key=lambda r: r["m"])
             ax.plot([r["m"] for r in rows], [r["measured"] for r in rows], marker=marker,
                     label=f"{schedule}, measured")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ms, [str(m) for m in ms])
-        ax.set_xlabel("micro-batches m")
-        ax.set_ylim(0, 1)
-        ax.set_title(panel, fontsize=10)
         ax.legend(fontsize=8)
-    axes[0, 0].set_ylabel("bubble fraction")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
