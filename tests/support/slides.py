@@ -8,8 +8,8 @@ scrolls, text (markdown) at least MIN_TEXT_PX and code and outputs at least MIN_
 screen (computed size × reveal's scale), and no console error or uncaught exception.
 Speaker notes and the series navigation (a list of links) are not held to the font sizes.
 
-One Chromium per process (pytest worker), started on first use and closed at exit;
-the vendored reveal.js is fetched (npm) or copied once per process, too.
+A Chromium per deck (about a second); the vendored reveal.js is fetched (npm) or copied
+once per process.
 """
 from __future__ import annotations
 
@@ -96,38 +96,23 @@ def _folder() -> Path:
     return _cache["folder"]
 
 
-def _chromium():
-    """This process's Chromium: launched on first use, closed (with Playwright) at exit."""
-    if "browser" not in _cache:
-        from playwright.sync_api import sync_playwright
-
-        driver = sync_playwright().start()
-        chromium = driver.chromium.launch(executable_path=str(browser.CHROMIUM), headless=True,
-                                          args=browser.CHROMIUM_ARGS,
-                                          timeout=browser.LAUNCH_TIMEOUT_MS)
-
-        def close() -> None:
-            chromium.close()
-            driver.stop()
-        atexit.register(close)
-        _cache["browser"] = chromium
-    return _cache["browser"]
-
-
 def visit_deck(deck: Path) -> tuple[list[dict], list[str]]:
-    """Every slide of `deck` as measured (VISIT_JS), and the console's errors."""
-    context = _chromium().new_context(viewport=VIEWPORT)
-    try:
-        foreign = browser.block_network(context)
-        tab = context.new_page()
-        watch = browser.PageWatch(tab)
-        tab.goto(deck.as_uri())
-        tab.wait_for_selector(".reveal.ready", timeout=30_000)
-        slides = tab.evaluate(VISIT_JS)
-        tab.wait_for_timeout(50)          # a slide-change handler's late error
-        return slides, watch.errors + [f"network: {url}" for url in foreign]
-    finally:
-        context.close()
+    """Every slide of `deck` as measured (VISIT_JS), and the console's errors. A Chromium
+    of its own, closed on the way out: a Playwright left running would hold this thread's
+    event loop, and the next test's `browser.chromium()` could not start."""
+    with browser.chromium() as chromium:
+        context = chromium.new_context(viewport=VIEWPORT)
+        try:
+            foreign = browser.block_network(context)
+            tab = context.new_page()
+            watch = browser.PageWatch(tab)
+            tab.goto(deck.as_uri())
+            tab.wait_for_selector(".reveal.ready", timeout=30_000)
+            slides = tab.evaluate(VISIT_JS)
+            tab.wait_for_timeout(50)          # a slide-change handler's late error
+            return slides, watch.errors + [f"network: {url}" for url in foreign]
+        finally:
+            context.close()
 
 
 def problems(slides: list[dict]) -> list[str]:

@@ -138,7 +138,7 @@ def pages(html_dir, chromium, pytestconfig) -> dict[str, dict]:
     return seen
 
 
-ALL = ["index", *BUILT]
+ALL = ["index", "kit", *BUILT]    # kit: the instructor's kit, a page of its own
 
 
 def test_every_built_notebook_has_a_page(pages):
