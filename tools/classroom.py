@@ -117,11 +117,16 @@ def _exporter(urls: tuple[tuple[str, str], ...]):
                           reveal_width="1280", reveal_height="720", **dict(urls))
 
 
+def entries_of(notebooks: dict[Path, nbformat.NotebookNode]) -> list[Entry]:
+    """The decks' navigation: an entry (stem, title) per notebook, in the given order."""
+    return [Entry(path.stem, notebook_summary(nb, path.stem)[0]) for path, nb in notebooks.items()]
+
+
 @functools.lru_cache(maxsize=1)
 def series_entries() -> list[Entry]:
-    """Every notebook of the series, for the decks' navigation."""
-    return [Entry(path.stem, notebook_summary(nbformat.read(path, as_version=4), path.stem)[0])
-            for path in sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb"))]
+    """Every notebook of the series (the masters), for the decks' navigation."""
+    return entries_of({path: nbformat.read(path, as_version=4)
+                       for path in sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb"))})
 
 
 def deck_html(nb: nbformat.NotebookNode, stem: str, urls: dict[str, str],
@@ -142,8 +147,7 @@ def make_slides(out_dir: Path) -> list[Path]:
         print("npm not found: the slides will load reveal.js from a CDN when opened",
               file=sys.stderr)
     notebooks = {path: nbformat.read(path, as_version=4) for path in executed}
-    entries = [Entry(path.stem, notebook_summary(nb, path.stem)[0])
-               for path, nb in notebooks.items()]
+    entries = entries_of(notebooks)
     written = []
     for path, nb in notebooks.items():
         target = out_dir / f"{path.stem}.slides.html"
