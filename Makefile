@@ -31,7 +31,8 @@ help:
 	@echo "make lab         JupyterLab with the project's kernel"
 	@echo "make gpu-check   the NCCL path, on a machine with GPUs"
 	@echo "make images      redraw images/ from the NumPy models"
-	@echo "make bench       notebook path against torchrun: busbw, latency, start (ratios)"
+	@echo "make bench       notebook path against torchrun: busbw, latency, start (ratios);"
+	@echo "                 the hand-built training steps against torch's own"
 	@echo "make compare A=dir B=dir  two machines' build folders on one page"
 	@echo "make shared-cells  rewrite the repeated cells from tools/shared_cells/*.md"
 	@echo "(environment: $(ENV_DIR))"
@@ -114,6 +115,7 @@ images: $(INSTALLED)
 
 bench: $(INSTALLED)
 	$(PYTHON) benchmarks/notebook_vs_torchrun.py
+	$(PYTHON) benchmarks/training_bench.py
 
 # A and B: build folders (results/ and bench/ inside) of two machines; NAMES="laptop gpu".
 compare: $(INSTALLED)

@@ -8,6 +8,8 @@
   import name` counts the module the lazy registry (helpers/__init__.py) takes `name` from;
 - the images it shows: images/<collective>.png of each `load_diagram("...")` (every image when the name is not a literal), and images a
   markdown cell links;
+- the training table it quotes (benchmarks/saved/training.json), if it uses
+  helpers.bench.quote;
 - how it is run (tools/execute.py) and the settings (requirements.txt; the environment
   variables are hashed by tools.build).
 
@@ -170,7 +172,10 @@ def image_files(notebook: Path, root: Path = REPO_ROOT) -> list[Path]:
 def dependencies(notebook: Path, root: Path = REPO_ROOT) -> list[Path]:
     """Every file whose change must execute `notebook` again."""
     running = [root / "tools" / "execute.py", root / "requirements.txt"]
-    return [notebook, *helper_files(notebook, root), *image_files(notebook, root),
+    helpers = helper_files(notebook, root)
+    if root / "helpers" / "bench" / "quote.py" in helpers:    # it shows the saved table
+        running.append(root / "benchmarks" / "saved" / "training.json")
+    return [notebook, *helpers, *image_files(notebook, root),
             *[p for p in running if p.is_file()]]
 
 
@@ -183,6 +188,8 @@ MAP_END = "<!-- module map: end -->"
 # notebook uses fails tests/tools/test_architecture.py: dead code, or a user to name.
 NOT_IN_NOTEBOOKS = {
     "helpers.bench.ratios": "`make bench` (benchmarks/notebook_vs_torchrun.py)",
+    "helpers.bench.step_profile": "`make bench` (benchmarks/training_worker.py)",
+    "helpers.bench.taught": "`make bench` (benchmarks/pairs/: the notebooks' own code)",
     "helpers.runtime.ipp_compat": "tests/runtime/test_ipp_compat.py (the runtime's code "
                                   "names its entries in comments)",
 }

@@ -75,20 +75,23 @@ class Group:
 
 def settle(group: Group, tolerance: float = 0.05, min_repeats: int = 5,
            max_repeats: int = 30, budget_s: float = 120.0,
-           log: Callable[[str], None] = lambda _: None) -> Group:
+           log: Callable[[str], None] = lambda _: None,
+           clock: Callable[[], float] = time.monotonic) -> Group:
     """Repeat the group's measurements until every ratio's spread is within `tolerance`
     (at least `min_repeats` repeats), or `max_repeats` repeats, or until one more repeat
     (as long as the mean so far) would end past `budget_s` seconds; but never before
     FLOOR repeats, the fewest that give a spread worth printing.
     A repeat measures only what an unsettled ratio needs; A and B of a ratio run
-    one after the other, in an order reversed on every other repeat."""
+    one after the other, in an order reversed on every other repeat. `clock` (seconds):
+    ranks that settle together pass one that every rank reads alike (rank 0's), so that
+    they all stop at the same repeat."""
     if not 0 < tolerance < 1 or min_repeats < 2 or max_repeats < min_repeats:
         raise ValueError(f"need 0 < tolerance < 1 and 2 <= min_repeats <= max_repeats, got "
                          f"{tolerance}, {min_repeats}, {max_repeats}")
     unknown = {n for r in group.ratios for n in (r.path, r.base)} - set(group.measure)
     if unknown:
         raise ValueError(f"ratios name measurements that do not exist: {sorted(unknown)}")
-    start = time.monotonic()
+    start = clock()
     while True:
         open_ratios = [r for r in group.ratios if not r.settled(tolerance, min_repeats)]
         if not open_ratios:
@@ -97,7 +100,7 @@ def settle(group: Group, tolerance: float = 0.05, min_repeats: int = 5,
         if group.repeats >= max_repeats:
             group.stopped = f"cap of {max_repeats} repeats"
             break
-        elapsed = time.monotonic() - start
+        elapsed = clock() - start
         if group.repeats >= FLOOR and elapsed + elapsed / group.repeats > budget_s:
             group.stopped = f"cap of {budget_s:.0f} s (one more repeat would pass it)"
             break
@@ -113,7 +116,7 @@ def settle(group: Group, tolerance: float = 0.05, min_repeats: int = 5,
         group.repeats += 1
         log(f"repeat {group.repeats}: " + ", ".join(
             f"{r.name} x{r.median:.3f} ±{r.spread:.1%}" for r in open_ratios))
-    group.seconds = time.monotonic() - start
+    group.seconds = clock() - start
     return group
 
 

@@ -12,8 +12,9 @@ that cell (so ledger and notebooks cannot drift apart), and its evidence:
 - ``test``: an existing test that runs the notebook's own cells on gloo;
 - ``gpu-check``: an NCCL-only claim, with its source, checked by ``make gpu-check``
   (tools/nccl_claims.py; some items need 2+ GPUs and say so);
-- ``source``: a behaviour of NCCL or nccl-tests (or of torch on CUDA) that only its
-  documentation or source shows here (named in the entry).
+- ``source``: a behaviour of NCCL or nccl-tests (or of torch on CUDA, or an internal of
+  torch, gloo or the C library) that only its documentation or source shows here (named in
+  the entry).
 """
 from __future__ import annotations
 
@@ -232,6 +233,44 @@ CLAIMS: tuple[Claim, ...] = (
           "every gloo message has a 48-byte header, and a transfer costs its\nsender two and "
           "its receiver one", "test",
           "tests/helpers/test_wire.py::test_a_send_reads_its_bytes_plus_gloo_headers"),
+    # 10: make bench's row (bench-speed)
+    Claim("10-bench-gloo-segments-1mib", "10_ring_all_reduce", "bench-speed",
+          "cuts the chunks into segments of at most 1 MiB", "source",
+          "pytorch/gloo (HEAD 70dc360) gloo/allreduce.h AllreduceOptionsImpl: 'static constexpr "
+          "size_t kMaxSegmentSize = 1024 * 1024', 'the maximum size of each I/O operation "
+          "(send/recv) of which two are in flight at all times'; gloo/allreduce.cc ring(): "
+          "numSegments = roundUp(max(ceil(totalBytes / maxSegmentBytes), 2 * size), size), "
+          "numSegmentsPerRank = numSegments / size, segmentBytes <= maxSegmentBytes. The "
+          "libtorch_cpu.so of torch 2.13.0+cpu holds gloo::(anonymous namespace)::ring and no "
+          "SHM allreduce (gloo's SHM path, 5994546, was reverted in 9322e67)"),
+    Claim("10-bench-gloo-two-in-flight", "10_ring_all_reduce", "bench-speed",
+          "keeps two in flight, so that adding one overlaps receiving the next", "source",
+          "pytorch/gloo (HEAD 70dc360) gloo/allreduce.cc ring(): 'we split up a chunk into "
+          "multiple segments (>= 2), and ensure we have one segment in flight while computing a "
+          "reduction on the other'; each iteration i issues tmp->recv/out[0]->send and waits "
+          "(waitRecv, then opts.reduce) for those of iteration i - 2"),
+    Claim("10-bench-gloo-scratch-two-segments", "10_ring_all_reduce", "bench-speed",
+          "gloo into one scratch buffer of two segments\nand, in the all-gather phase, straight "
+          "into the output", "source",
+          "pytorch/gloo (HEAD 70dc360) gloo/allreduce.cc ring(): tmpAllocation(new "
+          "uint8_t[segmentBytes * 2]) once per call, reduce/scatter receives with "
+          "tmp->recv(recvRank, slot, segmentOffset[i & 0x1], ...); allgather receives with "
+          "out[0]->recv(recvRank, slot, cur.recvOffset, ...), into the output itself"),
+    Claim("10-bench-cpu-allocator-no-cache", "10_ring_all_reduce", "bench-speed",
+          "torch's CPU\nallocator keeps no freed block for reuse", "source",
+          "pytorch/pytorch c10/core/impl/alloc_cpu.cpp: alloc_cpu is posix_memalign(&data, "
+          "c10_compute_alignment(nbytes), nbytes) on Linux (mimalloc only with USE_MIMALLOC), "
+          "free_cpu is free(data), no free list of its own; the installed libc10.so (torch "
+          "2.13.0+cpu) imports posix_memalign@GLIBC_2.2.5 and free@GLIBC_2.2.5 and no mi_malloc"),
+    Claim("10-bench-malloc-mmap-threshold", "10_ring_all_reduce", "bench-speed",
+          "the C library may serve a\nblock this large as fresh pages that the kernel maps at "
+          "their first write", "source",
+          "man 3 mallopt, M_MMAP_THRESHOLD: 'For allocations greater than or equal to the limit "
+          "... that can't be satisfied from the free list, the memory-allocation functions "
+          "employ mmap(2)', 'the kernel must perform the expensive task of zeroing out memory "
+          "allocated via mmap(2)'; the dynamic threshold starts at 128*1024 and rises, as such "
+          "blocks are freed, up to DEFAULT_MMAP_THRESHOLD_MAX (4*1024*1024*sizeof(long) = "
+          "32 MiB on 64-bit): a 16 MiB chunk of the 64 MiB buffer may go either way"),
     # 11 bandwidth
     Claim("11-nccl-tests-w1-default", "11_bandwidth", "c01",
           "nccl-tests' own default is `-w 1`", "source",
@@ -449,6 +488,34 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("15-nccl-separate-stream", "15_data_parallel", "c25",
           "With NCCL on GPUs the collectives run as kernels on a\nseparate CUDA stream",
           "gpu-check", "collective-own-stream"),
+    # 15: make bench's row (bench-speed)
+    Claim("15-bench-ddp-first-bucket-cap", "15_data_parallel", "bench-speed",
+          "which makes its\nfirst bucket 4 MiB too", "source",
+          "torch/nn/parallel/distributed.py (torch 2.13), _BucketCapacityConfig.create: "
+          "first_bucket_bytes_cap = dist._DEFAULT_FIRST_BUCKET_BYTES (1048576) if bucket_cap_mb "
+          "is None else bucket_bytes_cap; DistributedDataParallel passes it to the Reducer, which "
+          "rebuilds the buckets after the first step (checked on 2 gloo ranks, width 1024, "
+          "bucket_cap_mb=4: rebuilt_bucket_sizes 4214800, 4198400, 4198400, 4198400, 36864)"),
+    Claim("15-bench-ddp-launch-from-hook", "15_data_parallel", "bench-speed",
+          "launch a bucket's `all_reduce`\nfrom a hook once its last gradient is ready", "source",
+          "torch/csrc/distributed/c10d/reducer.cpp: Reducer::autograd_hook -> "
+          "mark_variable_ready: 'if (--bucket.pending == 0) mark_bucket_ready(...)'; "
+          "Reducer::mark_bucket_ready calls all_reduce_bucket for each ready bucket, 'Buckets "
+          "are reduced in sequence'"),
+    Claim("15-bench-ddp-divides-while-copying", "15_data_parallel", "bench-speed",
+          "DDP copies each gradient into a bucket it keeps\nfrom step to step and divides as it "
+          "copies", "source",
+          "torch/csrc/distributed/c10d/reducer.cpp, Reducer::mark_variable_ready_dense: with "
+          "no comm hook, 'Divides while copying into the bucket view to save one scan over all "
+          "the input parameters', at::mul_out(bucket_view, grad, wrapped), wrapped = 1 / "
+          "div_factor_ (gradient_as_bucket_view=False: grad is not an alias of the bucket); "
+          "the bucket tensors are made in Reducer::initialize_buckets, not per step"),
+    Claim("15-bench-reducer-hook-in-cpp", "15_data_parallel", "bench-speed",
+          "run by a hook\nthat the `Reducer` registers in C++ on each gradient accumulator",
+          "source",
+          "torch/csrc/distributed/c10d/reducer.cpp, Reducer::Reducer: for each variable, "
+          "grad_accumulator->add_post_hook(LambdaPostHook(... this->autograd_hook("
+          "variable_index) ...)), 'Hook to execute after the gradient accumulator has executed'"),
     # 16 ZeRO and FSDP
     gloo("16-fsdp2-dim0-chunk", "16_zero_fsdp", "c04",
          "Each tensor is split by **rows** (dim 0) like FSDP2 does (`torch.chunk`)",
@@ -499,6 +566,58 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("16-fsdp2-same-parameters", "16_zero_fsdp", "c39",
           "Each stage computes exactly DP's step (here to ~1e-16 in float64, and FSDP2 too)",
           "test", "tests/notebooks/test_16_zero_fsdp.py::test_zero_fsdp_notebook"),
+    # 16: make bench's row (c27a)
+    Claim("16-bench-fsdp2-reduce-scatter-single", "16_zero_fsdp", "c27a",
+          "reduce_scattered with the same `dist.reduce_scatter_single`", "source",
+          "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py (torch 2.13), "
+          "DefaultReduceScatter.__call__: return dist.reduce_scatter_single(output=..., "
+          "input=..., group=group, op=op, async_op=async_op); _fsdp_param_group.py "
+          "FSDPParamGroup.__init__: self._reduce_scatter_comm = DefaultReduceScatter()"),
+    Claim("16-bench-fsdp2-flat-copies", "16_zero_fsdp", "c27a",
+          "FSDP2 makes one call per layer where ours makes two (weight and bias\napart), and "
+          "pays for it in copies", "source",
+          "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py (torch 2.13): "
+          "foreach_all_gather copies every parameter's shard into one flat all_gather_input "
+          "(torch.ops.fsdp.all_gather_copy_in: torch._foreach_copy_), then one all_gather_comm "
+          "call per parameter group; foreach_all_gather_copy_out splits the flat output into "
+          "the parameters (split_with_sizes_copy); foreach_reduce fills one reduce_scatter_input "
+          "(foreach_reduce_scatter_copy_in), then one reduce_scatter_comm call"),
+    Claim("16-bench-fsdp2-hooks-and-dtensors", "16_zero_fsdp", "c27a",
+          "it also runs its hooks around every\nlayer and keeps its parameters as DTensors",
+          "source",
+          "torch/distributed/fsdp/_fully_shard/_fsdp_state.py (torch 2.13), FSDPState: "
+          "register_forward_pre_hook and register_forward_hook on each fully_shard'ed module; "
+          "_fsdp_param.py, FSDPParam: self.sharded_param = nn.Parameter("
+          "self.to_sharded_dtensor(sharded_param))"),
+    Claim("16-bench-dtensor-dispatch", "16_zero_fsdp", "c27a",
+          "goes\nthrough DTensor's dispatch, its sharding rules looked up for each operator",
+          "source",
+          "torch/distributed/tensor/_dispatch.py (torch 2.13), note in OpDispatcher: 'The "
+          "entrypoint has been moved to C++, and it handles common cases and then calls back "
+          "into OpDispatcher python to handle corner cases' (dispatchDTensorOp); "
+          "_propagate_op_sharding_dispatch_slow_path on a C++ cache miss: "
+          "sharding_propagator.propagate_op_sharding(op_info.schema)"),
+    Claim("16-bench-fsdp2-gpu-streams", "16_zero_fsdp", "c27a",
+          "separate streams for implicit prefetching", "source",
+          "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py (torch 2.13), "
+          "FSDPCommContext.get_all_gather_streams: for async_op=False in FORWARD or "
+          "PRE_BACKWARD, '# Use separate streams for implicit prefetching', returns "
+          "all_gather_copy_in_stream, all_gather_stream"),
+    Claim("16-bench-cpu-stream-no-op", "16_zero_fsdp", "c27a",
+          "its `wait_stream` does nothing", "source",
+          "torch/cpu/__init__.py (torch 2.13), class Stream: 'N.B. This class only exists to "
+          "facilitate device-agnostic code'; def wait_stream(self, stream) -> None: pass"),
+    Claim("16-bench-fsdp2-sync-gather", "16_zero_fsdp", "c27a",
+          "FSDP2 gathers with `async_op=False`", "source",
+          "torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py (torch 2.13), "
+          "FSDPParamGroup.__init__: self.unshard_async_op: bool = False; pre_forward and "
+          "pre_backward call self.unshard(self.unshard_async_op) -> foreach_all_gather(async_op) "
+          "-> DefaultAllGather: dist.all_gather_single(..., async_op=async_op), which waits"),
+    Claim("16-bench-needs-input-grad", "16_zero_fsdp", "c27a",
+          "`ctx.needs_input_grad[0]` would say so", "source",
+          "torch/autograd/function.py (torch 2.13), _SingleLevelFunction.backward's docstring: "
+          "'It also has an attribute ctx.needs_input_grad as a tuple of booleans representing "
+          "whether each input needs gradient'; the first layer's input, the batch, does not"),
     # 17 tensor parallel
     gloo("17-parallelize-module-dtensor", "17_tensor_parallel", "cell-27",
          "The parameters become `DTensor`s; `to_local()` is this\nrank's shard",
@@ -532,6 +651,33 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("17-remember-header-per-message", "17_tensor_parallel", "cell-41",
           "gloo writes that plus a 48-byte header per\n  message", "test",
           "tests/notebooks/test_17_tensor_parallel.py::test_tensor_parallel_notebook"),
+    # 17: make bench's row (bench-speed)
+    Claim("17-bench-one-collective-a-step", "17_tensor_parallel", "bench-speed",
+          "each step calls one collective on both sides", "source",
+          "torch/distributed/tensor/parallel/style.py (torch 2.13): RowwiseParallel's output "
+          "Partial -> Replicate is g's all_reduce; ColwiseParallel's Replicate input would "
+          "all_reduce its gradient only for an input that requires grad (hand side: case "
+          "17-function-backward-needs-grad). Checked with CommDebugMode on 2 gloo ranks, "
+          "Linear-Tanh-Linear under this plan, forward and backward: get_total_counts() == 1, "
+          "one c10d_functional.all_reduce"),
+    Claim("17-bench-dtensor-dispatch", "17_tensor_parallel", "bench-speed",
+          "picks the output's\nplacement (cached), runs the operation on the local shard and "
+          "wraps the result in a new\n`DTensor`", "source",
+          "torch/distributed/tensor/_dispatch.py (torch 2.13): the note above "
+          "_propagate_op_sharding_dispatch_slow_path, 'The entrypoint has been moved to C++, "
+          "and it handles common cases and then calls back into OpDispatcher python to handle "
+          "corner cases'; on a miss of the C++ cache, propagate_op_sharding (lru_cache in "
+          "_sharding_prop.py); _dispatch_get_local_results_slow_path runs the op on the local "
+          "tensors; the result is wrapped as DTensor"),
+    Claim("17-bench-from-to-local", "17_tensor_parallel", "bench-speed",
+          "input and output cross the autograd Functions `_FromTorchTensor` and "
+          "`_ToTorchTensor`", "source",
+          "torch/distributed/tensor/parallel/style.py (torch 2.13): ColwiseParallel and "
+          "RowwiseParallel _prepare_input_fn call DTensor.from_local on a plain-tensor input, "
+          "_prepare_output_fn returns outputs.to_local() (use_local_output=True by default); "
+          "torch/distributed/tensor/_api.py: from_local returns _FromTorchTensor.apply(...), "
+          "to_local _ToTorchTensor.apply(...). Counted on 2 gloo ranks for {'0': Colwise, "
+          "'2': Rowwise}: 2 from_local and 2 to_local in the forward"),
     # 18 pipeline parallel
     gloo("18-gloo-send-waits-for-recv", "18_pipeline_parallel", "cell-28",
          "on gloo a\n`send` waits for the matching `recv` (notebook 09): neither returns",
@@ -586,6 +732,38 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("18-cuda-async", "18_pipeline_parallel", "cell-07",
           "CUDA work is launched asynchronously", "source",
           "torch docs, CUDA semantics: Asynchronous execution (notes/cuda.html)"),
+    # 18: make bench's row (bench-vs-torch-md)
+    Claim("18-bench-gpipe-waits-sends-late", "18_pipeline_parallel", "bench-vs-torch-md",
+          "`ScheduleGPipe` sends each forward's output with\n`isend` and waits for those sends "
+          "only before its first backward", "source",
+          "torch/distributed/pipelining/schedules.py (torch 2.13), ScheduleGPipe."
+          "_step_microbatches: fwd_sends_to_wait.extend(...) after each forward, then '# Wait "
+          "for all forward sends to finish' before the backward loop; _batch_p2p calls p.op "
+          "(dist.isend) directly for an all-send batch"),
+    gloo("18-bench-blocking-send-waits", "18_pipeline_parallel", "bench-vs-torch-md",
+         "our blocking\n`send` waits for the next stage to take the data", "both-send-first"),
+    Claim("18-bench-1f1b-batches", "18_pipeline_parallel", "bench-vs-torch-md",
+          "`Schedule1F1B` pairs its sends and\nreceives in batches", "source",
+          "torch/distributed/pipelining/schedules.py (torch 2.13), Schedule1F1B."
+          "_step_microbatches: _batch_p2p(fwd_sends + bwd_recvs, desc='fwd_send_bwd_recv') and "
+          "_batch_p2p(bwd_sends + fwd_recvs, desc='bwd_send_fwd_recv'): "
+          "dist.batch_isend_irecv for a mixed batch"),
+    Claim("18-bench-p2pop-lists", "18_pipeline_parallel", "bench-vs-torch-md",
+          "a list of `P2POp`s built for each transfer", "source",
+          "torch/distributed/pipelining/stage.py (torch 2.13): get_fwd_recv_ops, "
+          "get_fwd_send_ops, get_bwd_recv_ops, get_bwd_send_ops return list[dist.P2POp], "
+          "called per micro-batch by the schedules' _step_microbatches"),
+    Claim("18-bench-last-stage-outputs-kept", "18_pipeline_parallel", "bench-vs-torch-md",
+          "the last stage's outputs kept", "source",
+          "torch/distributed/pipelining/stage.py (torch 2.13), forward_one_chunk: 'if "
+          "self.is_last and save_forward_output: self.output_chunks.append(output)'; "
+          "schedules.py step(..., return_outputs=True)"),
+    Claim("18-bench-scale-grads", "18_pipeline_parallel", "bench-vs-torch-md",
+          "every gradient\ndivided by *m* after the backwards", "source",
+          "torch/distributed/pipelining/schedules.py (torch 2.13): _step_microbatches ends "
+          "with self._stage.perform_reduce_grad(self._n_microbatches if self.scale_grads else "
+          "1), scale_grads=True by default; stage.py scale_grads: p.grad.div_(grad_scale_factor) "
+          "for every parameter"),
     # 19 2-D parallel
     gloo("19-mesh-row-by-row", "19_two_d_parallel", "cell-04",
          "lays the ranks\nout row by row", "14-device-mesh-row-major"),
@@ -788,6 +966,19 @@ CLAIMS: tuple[Claim, ...] = (
     gloo("20-remember-torch-partial", "20_tensor_sequence_parallel", "c52",
          "torch returns them\n  as `Partial(sum)` `DTensor`s",
          "20-sequence-parallel-layernorm-grad-partial"),
+    # 20: make bench's rows (bench-speed)
+    Claim("20-bench-dtensor-dispatch", "20_tensor_sequence_parallel", "bench-speed",
+          "every operation on a `DTensor` goes through DTensor's dispatch, which picks\nthe "
+          "output's placement (cached)", "source",
+          "torch/distributed/tensor/_dispatch.py (torch 2.13): the note above "
+          "_propagate_op_sharding_dispatch_slow_path (C++ entrypoint dispatchDTensorOp, calling "
+          "back into Python on a cache miss: propagate_op_sharding); "
+          "_dispatch_get_local_results_slow_path runs the op on the local tensors"),
+    Claim("20-bench-sp-layernorm-dtensor", "20_tensor_sequence_parallel", "bench-speed",
+          "its LayerNorms' parameters are `DTensor`s too", "source",
+          "torch/distributed/tensor/parallel/style.py (torch 2.13), "
+          "SequenceParallel._replicate_module_fn: each parameter replaced by "
+          "nn.Parameter(DTensor.from_local(param, device_mesh, [Replicate()], run_check=False))"),
     # 21 context parallelism: ring attention
     gloo("21-cp-all-gathers-k-and-v", "21_context_parallel", "cell-00",
          "it all-gathers K and V instead of passing them\n  round a ring, and it refuses the "
@@ -992,6 +1183,43 @@ CLAIMS: tuple[Claim, ...] = (
           "With actions of fixed length, the measured bubbles rank the schedules as the "
           "formulas\ndo, at each *m*", "test",
           "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
+    # 24: make bench's rows (bench-vs-torch-md)
+    Claim("24-bench-torch-no-batch-grad", "24_pipeline_schedules", "bench-vs-torch-md",
+          "but for the gradient of the batch itself, which our first stage computes\nand never "
+          "sends", "source",
+          "torch/distributed/pipelining/stage.py (torch 2.13), forward_one_chunk: 'if "
+          "self.is_first: composite_args = args' (the micro-batch as given, no grad), later "
+          "stages' received activations requires_grad_(...); _backward.py stage_backward_input "
+          "keeps only inputs with a grad_fn or grad accumulator (_get_grad_fn_or_grad_acc)"),
+    Claim("24-bench-zb1p-one-stage-a-rank", "24_pipeline_schedules", "bench-vs-torch-md",
+          "its docstring says it implements the same paper's\nZB1P schedule", "source",
+          "torch/distributed/pipelining/schedules.py (torch 2.13), ScheduleInterleavedZeroBubble: "
+          "'See https://arxiv.org/pdf/2401.10241', 'In particular this is implementing the ZB1P "
+          "schedule in the paper', its actions F, I (BACKWARD_INPUT), W (BACKWARD_WEIGHT); "
+          "PipelineScheduleMulti's stage mapping _utils.generate_stage_to_rank_mapping(style="
+          "'loop'): stage_index % pp_size"),
+    Claim("24-bench-zbv-dualpipev-two-stages", "24_pipeline_schedules", "bench-vs-torch-md",
+          "`ScheduleZBVZeroBubble` and `ScheduleDualPipeV`\nneed two stages a rank in a V",
+          "source",
+          "torch/distributed/pipelining/schedules.py (torch 2.13): ScheduleZBVZeroBubble and "
+          "ScheduleDualPipeV __init__ map stages with generate_stage_to_rank_mapping(..., "
+          "style='v') and raise ValueError('ZBV requires exactly 2 stages per rank, ...') "
+          "unless len(stages) == 2"),
+    Claim("24-bench-add-send-recv", "24_pipeline_schedules", "bench-vs-torch-md",
+          "torch's multi-stage runtime turns\nthe plan into compute actions plus a send or "
+          "receive action for each transfer", "source",
+          "torch/distributed/pipelining/schedules.py (torch 2.13): ScheduleInterleaved1F1B and "
+          "ScheduleInterleavedZeroBubble subclass _PipelineScheduleRuntime and call "
+          "_prepare_schedule_with_comms(self.pipeline_order), which calls _add_send_recv: "
+          "'Transforms a compute-only schedule into a complete schedule with communication "
+          "actions' (SEND_F, RECV_F, SEND_B, RECV_B)"),
+    Claim("24-bench-torch-w-from-intermediates", "24_pipeline_schedules", "bench-vs-torch-md",
+          "torch's I keeps the gradients at the stage's\nintermediate nodes and its W starts "
+          "from them", "source",
+          "torch/distributed/pipelining/_backward.py (torch 2.13), stage_backward_input: 'After "
+          "computing input gradients, we save the intermediate nodes in `param_groups` for later "
+          "use in stage_backward_weight', 'when we do dW calculation, we start from saved "
+          "intermediates'"),
     # 25 algorithms: ring, tree, halving-doubling
     gloo("25-gloo-broadcast-binomial-tree", "25_algorithms", "c33",
          "gloo's broadcast writes what our binomial tree writes, to the same ranks",

@@ -147,5 +147,6 @@ def test_tensor_sequence_parallel_notebook(n_ranks, tmp_path, monkeypatch):
     assert text.count("dist.* calls seen by the counter: 0") == n
     assert text.count("no error; the output is off by") == n       # 12 heads of 48/n/12
     assert text.count("is deprecated") == n
-    assert "not measured" not in text
+    # "not measured:" is NOT_MEASURED (the bytes); the bench quote may say "not measured yet"
+    assert "not measured:" not in text
     assert png_count(nb) == 3          # the picture, what each rank holds, the memory
