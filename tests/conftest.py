@@ -155,3 +155,23 @@ def one_rank_group():
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     yield
     dist.destroy_process_group()
+
+
+# Each student copy's execution (tests/tools/test_classroom.py) is a work unit of its own:
+# they share no fixture, and in one unit the 27 of them kept a single worker busy for the
+# last third of the run while the other had nothing left (`pytest --durations`: 20 min of
+# one file under load). Every other test file stays one unit (its module fixtures run
+# once). xdist queues the units by size, so these small ones come last and fill the gaps.
+OWN_UNIT = "::test_student_copy_runs_up_to_its_exercise["
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class StudentCopiesApart(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if OWN_UNIT in nodeid else super()._split_scope(nodeid)
+
+    return StudentCopiesApart(config, log)
