@@ -4,8 +4,9 @@ Both sides train `make_mlp(width, width, width)` in float32 with Adam on this ra
 shard of one batch. The hand side is notebook 16's stage 3: each `ShardedLinear` gathers
 its weight and bias (one `all_gather` each) before the forward, the weight again in the
 backward, and reduce_scatters both gradients (one call each). FSDP2 wraps each linear
-layer, then the root, as the notebook does, with its defaults (`reshard_after_forward=True`:
-the weights are gathered again in the backward too). Both make the same gathers and
+layer, then the root, as the notebook does, with its defaults (`reshard_after_forward=None`,
+True for every module but the root: the layers' weights are gathered again in the
+backward too). Both make the same gathers and
 reduce_scatters; FSDP2 in one call per layer (weight and bias flat), at the price of
 copies in and out of its flat buffers, hooks and DTensor parameters, and on CPU without
 its overlap (notebook 16, "How fast is it against torch's?", says where in its source).
@@ -109,7 +110,7 @@ def build(ctx: Context) -> Sides:
     return Sides(hand=hand_step, torch=torch_step, agree=agree,
                  about=f"Linear({w})-Tanh-Linear({w}) float32, "
                        f"{SAMPLES_PER_RANK} samples/rank, Adam; FSDP2 per layer + root, "
-                       "defaults (reshard_after_forward=True)")
+                       "defaults (reshard_after_forward: True for the layers)")
 
 
 PAIRS = [Pair(name="ZeRO-3", notebook="16_zero_fsdp", hand="ZeRO-3 by hand (16)",
