@@ -6,5 +6,8 @@
   command;
 - `sweep`: a sweep driven from the notebook; `figures`: its plots, tables and self-checks;
 - `alpha_beta`: the α-β model fitted to a sweep (notebook 11 and `--fit`).
-- `ratios`: paired ratios repeated until they hold still (`make bench` only).
+- `ratios`: paired ratios repeated until they hold still (`make bench` only);
+- `taught`: a notebook's `%%px` definitions run outside Jupyter, and `step_profile`: a
+  step's compute, communication and waiting from torch.profiler (`make bench`'s training
+  table only); `quote`: that table's rows, as the notebooks show them.
 """
