@@ -32,7 +32,7 @@ class Context:
     device: torch.device
     width: int = WIDTH
     dtype: torch.dtype = DTYPE
-    quick: bool = False    # tests: a small width, a step of milliseconds
+    quick: bool = False    # tests: small models (the runner sets width 64), a step of ms
 
 
 @dataclass
@@ -55,6 +55,18 @@ class Pair:
     build: Callable[[Context], Sides]
     collective: str | None = None       # a collective pair: busbw as nccl-tests counts it
     tags: list[str] = field(default_factory=list)
+
+
+def training_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                  x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    """One step of the toy's regression: zero_grad, MSE loss, backward, optimizer step."""
+    from helpers.training.toy import loss_fn
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+    return step
 
 
 def all_pairs() -> list[Pair]:

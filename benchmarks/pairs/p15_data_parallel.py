@@ -39,19 +39,15 @@ BUCKET_MIB = 4               # DDP's cap (the hand side's: see _caps)
 NEEDS = ["make_buckets", "train_overlapped"]
 
 
-def _width(ctx: Context) -> int:
-    return 64 if ctx.quick else ctx.width
-
-
 def _caps(ctx: Context) -> tuple[float, int]:
     """(DDP's bucket_cap_mb, the hand side's bucket bytes): one layer per bucket."""
     mib = BUCKET_MIB if not ctx.quick else 16 / 1024        # quick: width 64, 16 KiB
-    return mib, int(mib * 2**20) + 16 * _width(ctx) * ctx.dtype.itemsize
+    return mib, int(mib * 2**20) + 16 * ctx.width * ctx.dtype.itemsize
 
 
 def _factory(ctx: Context) -> Callable[[], torch.nn.Module]:
     def make() -> torch.nn.Module:
-        return make_deep_mlp(width=_width(ctx), dtype=ctx.dtype).to(ctx.device)
+        return make_deep_mlp(width=ctx.width, dtype=ctx.dtype).to(ctx.device)
     return make
 
 
@@ -104,7 +100,7 @@ def build(ctx: Context) -> Sides:
 
     n, extra = ctx.world_size, bucket_bytes - int(mib * 2**20)
     return Sides(hand=hand_step, torch=torch_step, agree=agree,
-                 about=f"make_deep_mlp(width={_width(ctx)}) float32, SGD, {BATCH // n} rows "
+                 about=f"make_deep_mlp(width={ctx.width}) float32, SGD, {BATCH // n} rows "
                        f"a rank; a layer a bucket: DDP bucket_cap_mb={mib:g} (first bucket "
                        f"too), make_buckets(that + {extra // 1024} KiB)")
 

@@ -13,14 +13,14 @@ its overlap (notebook 16, "How fast is it against torch's?", says where in its s
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from benchmarks.pairs import Context, Pair, Sides
+from benchmarks.pairs import Context, Pair, Sides, training_step
 from helpers.bench.taught import taught
-from helpers.training.toy import loss_fn, make_data, make_mlp, shard
+from helpers.training.toy import make_data, make_mlp, shard
 from helpers.training.zero import row_range
 
 LR = 0.01
@@ -33,13 +33,9 @@ TOLERANCE = LR / 100
 NEEDS = ["Zero3MLP", "ShardedLinear", "gather_rows", "scatter_grad", "shard_of", "LiveBytes"]
 
 
-def _width(ctx: Context) -> int:
-    return 64 if ctx.quick else ctx.width
-
-
 def _model(ctx: Context) -> torch.nn.Sequential:
     """The same initial weights on every rank and for both sides (make_mlp's seed)."""
-    w = _width(ctx)
+    w = ctx.width
     return make_mlp(w, w, w, dtype=ctx.dtype).to(ctx.device)
 
 
@@ -60,38 +56,29 @@ def _fsdp(ctx: Context) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     return model, torch.optim.Adam(model.parameters(), lr=LR)
 
 
-def _stepper(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-             x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
-    def step() -> None:
-        optimizer.zero_grad()
-        loss_fn(model(x), y).backward()
-        optimizer.step()
-    return step
-
-
 def _hand_shards(model: torch.nn.Module, ctx: Context) -> dict[str, torch.Tensor]:
     """This rank's real rows of each parameter (the padding rows cut off)."""
     out = {}
     for name, s in zip(model.names, model.shards):
-        lo, hi = row_range(_width(ctx), ctx.rank, ctx.world_size)   # every tensor: w rows
+        lo, hi = row_range(ctx.width, ctx.rank, ctx.world_size)   # every tensor: w rows
         out[name] = s.detach()[:hi - lo]
     return out
 
 
 def build(ctx: Context) -> Sides:
-    w = _width(ctx)
+    w = ctx.width
     X, Y = make_data(SAMPLES_PER_RANK * ctx.world_size, w, w, dtype=ctx.dtype)
     x, y = (shard(t, ctx.rank, ctx.world_size).to(ctx.device) for t in (X, Y))
     # zero_group is a plain assignment in the notebook (None: the default group), which
     # taught() does not run: given here.
     ns = taught("16_zero_fsdp", needs=NEEDS, device=ctx.device, zero_group=None)
-    hand_step = _stepper(*_hand(ns, ctx), x, y)
-    torch_step = _stepper(*_fsdp(ctx), x, y)
+    hand_step = training_step(*_hand(ns, ctx), x, y)
+    torch_step = training_step(*_fsdp(ctx), x, y)
 
     def agree() -> str:
         hand_model, hand_opt = _hand(ns, ctx)
         fsdp_model, fsdp_opt = _fsdp(ctx)
-        for step in (_stepper(hand_model, hand_opt, x, y), _stepper(fsdp_model, fsdp_opt, x, y)):
+        for step in (training_step(hand_model, hand_opt, x, y), training_step(fsdp_model, fsdp_opt, x, y)):
             step()
             step()
         ours = _hand_shards(hand_model, ctx)

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from benchmarks.pairs import Context, Pair, Sides
+from benchmarks.pairs import Context, Pair, Sides, training_step
 from helpers.bench.taught import taught
-from helpers.training.toy import loss_fn, make_data, make_mlp
+from helpers.training.toy import make_data, make_mlp
 
 LR = 0.01
 BATCH = 128                 # rows of the batch, the same on every rank
@@ -25,13 +25,9 @@ NEEDS = ["ColumnParallelLinear", "RowParallelLinear", "CopyToTensorParallel",
          "ReduceFromTensorParallel"]
 
 
-def _width(ctx: Context) -> int:
-    return 64 if ctx.quick else ctx.width
-
-
 def _model(ctx: Context) -> torch.nn.Sequential:
     """The whole MLP, the same initial weights on every rank and for both sides."""
-    w = _width(ctx)
+    w = ctx.width
     return make_mlp(w, 4 * w, w, dtype=ctx.dtype).to(ctx.device)
 
 
@@ -52,13 +48,7 @@ def _torch(ctx: Context) -> torch.nn.Module:
 
 
 def _stepper(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor):
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-
-    def step() -> None:
-        optimizer.zero_grad()
-        loss_fn(model(x), y).backward()
-        optimizer.step()
-    return step
+    return training_step(model, torch.optim.SGD(model.parameters(), lr=LR), x, y)
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -85,7 +75,7 @@ def differences(hand: torch.nn.Module, theirs: torch.nn.Module) -> str:
 
 
 def build(ctx: Context) -> Sides:
-    w = _width(ctx)
+    w = ctx.width
     X, Y = (t.to(ctx.device) for t in make_data(BATCH, w, w, dtype=ctx.dtype))
     ns = taught("17_tensor_parallel", needs=NEEDS, device=ctx.device)
     hand_step = _stepper(_hand(ns, ctx), X, Y)
