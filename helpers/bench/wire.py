@@ -9,8 +9,12 @@ On gloo every byte between two ranks travels through a TCP connection of the two
 processes, and Linux counts each connection's bytes (`TCP_INFO`, man 7 tcp). Written =
 `tcpi_bytes_sent` − `tcpi_bytes_retrans` + `tcpi_notsent_bytes`: every byte the process
 handed to the socket, sent or still queued, each counted once. The rendezvous store's
-connections are left out (they carry no collective's data); every other established TCP
-connection of the process is counted, so a byte that a collective sent cannot hide.
+connections are left out (they carry no collective's data), and so are an engine's own
+connections to the ipyparallel controller where they are TCP (the slurm launcher's: its
+heartbeat echoes a ping every few seconds, whatever the rank is doing), and a connection
+whose two ends are both in the process (such engines have one, busy a few times a second);
+every other established TCP connection of the process is counted, so a byte that a
+collective sent cannot hide.
 `peer_matrix` turns every rank's `sockets` into "rank i sent so many bytes to rank j".
 
 With NCCL, data moves over NVLink, PCIe or InfiniBand without passing through a socket
@@ -69,10 +73,13 @@ def _port(endpoint: str) -> int:
     return int(endpoint.rsplit(":", 1)[1])
 
 
-def connections(exclude_ports: set[int]) -> list[tuple[int, int, str]]:
+def connections(exclude_ports: set[int], exclude_remotes: frozenset[str] = frozenset()
+                ) -> list[tuple[int, int, str]]:
     """(fd, inode, "local>remote") of this process's connected TCP sockets.
 
-    Connections with a local or remote port in `exclude_ports` are left out.
+    Connections with a local or remote port in `exclude_ports`, or a remote end
+    ("host:port") in `exclude_remotes`, are left out, and so are those whose two ends are
+    both in this process.
     """
     if not os.path.isdir("/proc/self/fd"):
         raise WireUnavailable("counting bytes needs Linux (/proc/self/fd)")
@@ -91,9 +98,13 @@ def connections(exclude_ports: set[int]) -> list[tuple[int, int, str]]:
         if kind in (None, _NO_PEER):
             continue
         local, remote = kind.split(">")
-        if _port(local) not in exclude_ports and _port(remote) not in exclude_ports:
+        if (_port(local) not in exclude_ports and _port(remote) not in exclude_ports
+                and remote not in exclude_remotes):
             found.append((fd, status.st_ino, kind))
-    return found
+    # Both ends in this process (a slurm engine has such a pair, busy a few times a
+    # second): its bytes never leave the process, so they go to no other rank.
+    ends = {key.split(">")[0] for _, _, key in found}
+    return [entry for entry in found if entry[2].split(">")[1] not in ends]
 
 
 def read(found: list[tuple[int, int, str]]) -> dict[str, int]:
@@ -140,9 +151,29 @@ def store_ports() -> set[int]:
     return {port} if port else set()
 
 
+def controller_endpoints() -> frozenset[str]:
+    """The ipyparallel controller's TCP endpoints ("host:port"), on an engine whose
+    controller listens on TCP (slurm launcher); empty elsewhere (unix sockets, torchrun)."""
+    import sys
+
+    app = sys.modules.get("ipyparallel.engine.app")   # loaded on an engine, never imported
+    if app is None or not app.IPEngine.initialized():
+        return frozenset()
+    info = app.IPEngine.instance().connection_info or {}
+    interface = str(info.get("interface", ""))
+    if not interface.startswith("tcp://"):
+        return frozenset()
+    host = interface[len("tcp://"):]
+    ports = [p for value in info.values() if not isinstance(value, (str, bool))
+             for p in (value if isinstance(value, (list, tuple)) else [value])
+             if isinstance(p, int)]
+    return frozenset(f"{host}:{port}" for port in ports)
+
+
 def counters() -> dict[str, int]:
-    """Bytes written so far on each connection of this process but the store's."""
-    return read(connections(store_ports()))
+    """Bytes written so far on each connection of this process but the store's and the
+    controller's."""
+    return read(connections(store_ports(), controller_endpoints()))
 
 
 def difference(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:
@@ -164,6 +195,7 @@ class Wire:
         self.measured = measurable(group)
         self.sockets: dict[str, int] = {}
         self._ports = store_ports() if self.measured else set()
+        self._controller = controller_endpoints() if self.measured else frozenset()
         self._found: list[tuple[int, int, str]] = []
         self._fds: list[str] = []
         self._before: dict[str, int] = {}
@@ -172,7 +204,7 @@ class Wire:
     def _read(self) -> dict[str, int]:
         fds = os.listdir("/proc/self/fd")
         if fds != self._fds:                   # a connection may have come or gone
-            self._fds, self._found = fds, connections(self._ports)
+            self._fds, self._found = fds, connections(self._ports, self._controller)
         now = read(self._found)
         self._last.update(now)
         return now

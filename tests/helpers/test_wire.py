@@ -124,3 +124,53 @@ def test_without_a_gloo_group_nothing_is_measured():
     wire.start()
     wire.stop()
     assert wire.measured is False and wire.sent is None and wire.mark() == 0
+
+
+def _fake_engine(monkeypatch, info: dict) -> None:
+    """An ipyparallel engine app in sys.modules whose connection_info is `info`."""
+    import sys
+    import types
+
+    engine = types.SimpleNamespace(connection_info=info)
+    app = types.SimpleNamespace(IPEngine=types.SimpleNamespace(
+        initialized=lambda: True, instance=lambda: engine))
+    monkeypatch.setitem(sys.modules, "ipyparallel.engine.app", app)
+
+
+def test_an_engines_tcp_connections_to_its_controller_are_left_out(monkeypatch):
+    """Slurm engines talk to the controller over TCP (a heartbeat every few seconds): those
+    connections are not the rank's; a connection to anything else still counts, but for
+    one whose two ends are both in this process."""
+    import socket
+
+    from helpers.bench.wire import connections, controller_endpoints
+
+    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    controller, peer = [s.getsockname()[1] for s in listeners]
+    clients = [socket.create_connection(("127.0.0.1", port)) for port in (controller, peer)]
+    try:
+        _fake_engine(monkeypatch, {"interface": "tcp://127.0.0.1", "hb_ping": controller,
+                                   "broadcast": [controller + 1], "key": "k", "ssh": ""})
+        assert controller_endpoints() == {f"127.0.0.1:{controller}",
+                                          f"127.0.0.1:{controller + 1}"}
+        remotes = lambda found: {key.split(">")[1] for _, _, key in found}
+        assert f"127.0.0.1:{controller}" in remotes(connections(set()))
+        kept = remotes(connections(set(), controller_endpoints()))
+        assert f"127.0.0.1:{controller}" not in kept and f"127.0.0.1:{peer}" in kept
+        _fake_engine(monkeypatch, {"interface": "ipc:///tmp/ipp", "hb_ping": controller})
+        assert controller_endpoints() == frozenset()      # unix sockets: nothing to leave out
+        accepted, _ = listeners[1].accept()               # now both ends are in this process
+        clients.append(accepted)
+        assert f"127.0.0.1:{peer}" not in remotes(connections(set()))
+    finally:
+        for s in clients + listeners:
+            s.close()
+
+
+def test_outside_an_engine_no_controller_is_left_out(monkeypatch):
+    import sys
+
+    from helpers.bench.wire import controller_endpoints
+
+    monkeypatch.delitem(sys.modules, "ipyparallel.engine.app", raising=False)
+    assert controller_endpoints() == frozenset()
