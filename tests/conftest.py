@@ -157,12 +157,17 @@ def one_rank_group():
     dist.destroy_process_group()
 
 
-# Each student copy's execution (tests/tools/test_classroom.py) is a work unit of its own:
-# they share no fixture, and in one unit the 27 of them kept a single worker busy for the
-# last third of the run while the other had nothing left (`pytest --durations`: 20 min of
-# one file under load). Every other test file stays one unit (its module fixtures run
-# once). xdist queues the units by size, so these small ones come last and fill the gaps.
-OWN_UNIT = "::test_student_copy_runs_up_to_its_exercise["
+# Each execution of a notebook at one world size (tests/notebooks/, a test per
+# `[n_ranks...]`) is a work unit of its own: they share no fixture, and as whole files the
+# slow ones (three executions each) kept one worker busy at the end while the other had
+# nothing left. Every other test stays with its file (its module fixtures run once:
+# notebook 13's tests share one execution). xdist queues the units by size, so these
+# one-test units come last and fill the gaps.
+def own_unit(nodeid: str) -> bool:
+    """A test that executes a notebook at one world size, its unit of work alone."""
+    path, _, name = nodeid.partition("::")
+    return (path.startswith("tests/notebooks/") and "[" in name
+            and name.split("[", 1)[1][:1].isdigit())
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -170,8 +175,8 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    class StudentCopiesApart(LoadFileScheduling):
+    class ExecutionsApart(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return nodeid if OWN_UNIT in nodeid else super()._split_scope(nodeid)
+            return nodeid if own_unit(nodeid) else super()._split_scope(nodeid)
 
-    return StudentCopiesApart(config, log)
+    return ExecutionsApart(config, log)

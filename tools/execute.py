@@ -11,7 +11,7 @@ import contextlib
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import nbformat
 
@@ -19,16 +19,22 @@ if TYPE_CHECKING:
     from jupyter_client.manager import KernelManager
 
 
+Edit = Callable[[nbformat.NotebookNode], nbformat.NotebookNode]
+
+
 def run_notebook(notebook: Path, output: Path | None = None, parameters: dict | None = None,
-                 cell_timeout_s: int = 600, kernel_name: str = "python3") -> nbformat.NotebookNode:
+                 cell_timeout_s: int = 600, kernel_name: str = "python3",
+                 edit: Edit | None = None) -> nbformat.NotebookNode:
     """Run `notebook` in its own folder; write the executed copy to `output`; return it.
 
-    Raises papermill's PapermillExecutionError (naming the cell) for an error in a cell
-    that is not tagged `raises-exception`.
+    `edit` changes the cells before they run (the tests' rehearsal of an exercise), the
+    notebook's folder staying the working directory. Raises papermill's
+    PapermillExecutionError (naming the cell) for an error in a cell that is not tagged
+    `raises-exception`.
     """
     notebook = Path(notebook)
     with private_kernel(kernel_name) as km:
-        nb = _run(notebook, km, output, parameters, cell_timeout_s, kernel_name)
+        nb = _run(notebook, km, output, parameters, cell_timeout_s, kernel_name, edit)
     failure = unexpected_error(nb)
     if failure is not None:
         raise failure
@@ -61,7 +67,7 @@ def private_kernel(kernel_name: str) -> Iterator[KernelManager]:
 
 
 def _run(notebook: Path, km: KernelManager, output: Path | None, parameters: dict | None,
-         cell_timeout_s: int, kernel_name: str) -> nbformat.NotebookNode:
+         cell_timeout_s: int, kernel_name: str, edit: Edit | None) -> nbformat.NotebookNode:
     from papermill.engines import papermill_engines
     from papermill.execute import prepare_notebook_metadata
     from papermill.iorw import load_notebook_node, write_ipynb
@@ -69,6 +75,8 @@ def _run(notebook: Path, km: KernelManager, output: Path | None, parameters: dic
     from papermill.utils import chdir
 
     nb = load_notebook_node(str(notebook))
+    if edit is not None:
+        nb = edit(nb)
     if parameters:
         nb = parameterize_notebook(nb, parameters, kernel_name=kernel_name)
     nb = prepare_notebook_metadata(nb, str(notebook), str(output or ""))

@@ -5,26 +5,76 @@ from pathlib import Path
 
 import nbformat
 
-from executed_checks import check_executed
+from executed_checks import check_executed, checked_here
+
+
+REHEARSAL = "rehearsal-"     # the id prefix of the cells a rehearsal adds
+
+
+def rehearse(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook as a student first meets each exercise: before every solution cell, the
+    student copy's stub (tools.exercises.student_stub) and copies of the cells that check
+    it; then the solution and its checks, as the master has them. One execution then shows
+    both what the student copy does at the exercise and what the master does."""
+    import copy
+
+    from tools.exercises import check_cells, is_solution, student_stub
+
+    cells = []
+    for i, cell in enumerate(nb.cells):
+        if is_solution(cell):
+            stub = nbformat.v4.new_code_cell(student_stub(cell))
+            stub.id = f"{REHEARSAL}{cell.id}"
+            stub.metadata["tags"] = ["exercise"]       # as tools.classroom tags it
+            cells.append(stub)
+            for j in check_cells(nb.cells, i):
+                check = copy.deepcopy(nb.cells[j])
+                check.id = f"{REHEARSAL}{check.id}"
+                cells.append(check)
+        cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+def assert_student_copy_behaves(rehearsed: list) -> None:
+    """What the stub and its checks showed: the check ran and asked for an answer (✎) or
+    marked it ✗ on every rank; it never passed an empty answer."""
+    checks = [c for c in rehearsed if c.cell_type == "code" and c.get("outputs")]
+    assert checks, "the exercise check did not run on the student's stub"
+    text = "".join(output_text(c) for c in rehearsed)
+    assert "✎" in text or "✗" in text, f"the check did not ask for an answer: {text[-800:]}"
+    assert "All ranks right!" not in text, "the check passed the student copy's empty answer"
 
 
 def execute(notebook: Path, out_dir: Path, cell_timeout_s: int = 600,
             **parameters) -> nbformat.NotebookNode:
-    """Run `notebook` with papermill, `parameters` injected; return the executed copy."""
+    """Run `notebook` with papermill, `parameters` injected; return the executed copy.
+
+    At the world size where the series' rules are checked (executed_checks), the run also
+    rehearses each exercise as the student copy has it (`rehearse`): the stub and its
+    checks run before the solution, are held to `assert_student_copy_behaves`, and are
+    left out of the copy returned, which is the master's as it ran."""
     from tools.execute import run_notebook
 
     import os
 
     out = out_dir / f"{notebook.stem}-{'-'.join(f'{k}{v}' for k, v in parameters.items()) or 'default'}.ipynb"
+    rehearsing = checked_here(notebook, parameters)
     # ipykernel forwards what a process writes to fd 2 (torch's C++ logs) except under
     # pytest: without the variable the kernel and its engines show what a build shows.
     under_test = os.environ.pop("PYTEST_CURRENT_TEST", None)
     try:
-        run_notebook(notebook, out, parameters, cell_timeout_s=cell_timeout_s)
+        run_notebook(notebook, out, parameters, cell_timeout_s=cell_timeout_s,
+                     edit=rehearse if rehearsing else None)
     finally:
         if under_test is not None:
             os.environ["PYTEST_CURRENT_TEST"] = under_test
     executed = nbformat.read(out, as_version=4)
+    rehearsed = [c for c in executed.cells if c.get("id", "").startswith(REHEARSAL)]
+    if rehearsed:
+        executed.cells = [c for c in executed.cells if c not in rehearsed]
+        nbformat.write(executed, out)
+        assert_student_copy_behaves(rehearsed)
     check_executed(notebook, executed, parameters)
     return executed
 
@@ -43,6 +93,13 @@ def output_text(cell) -> str:
 def notebook_text(nb) -> str:
     """Everything the notebook's code cells printed or displayed as text."""
     return "".join(output_text(c) for c in nb.cells if c.cell_type == "code")
+
+
+def crossed_lines(nb) -> list[tuple[str, str]]:
+    """(cell id, line) for every printed or displayed line with a ✗: what a failing
+    `assert not crossed_lines(nb)` shows, so a flaky check names itself."""
+    return [(c.get("id", "?"), line.strip()[:300]) for c in nb.cells if c.cell_type == "code"
+            for line in output_text(c).splitlines() if "✗" in line]
 
 
 def png_count(nb) -> int:

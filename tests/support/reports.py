@@ -65,9 +65,10 @@ def shown_reports(nb, cell_id: str | None = None) -> list[Shown]:
 def assert_all_pass(nb, n_ranks: int) -> list[Shown]:
     """Every Report the notebook showed is all ✓ (no ✗ anywhere on the page), and each
     rank has a ✓ verdict; the Reports, for the notebook's own checks."""
-    from notebook_runner import notebook_text
+    from notebook_runner import crossed_lines
 
-    assert "✗" not in notebook_text(nb)
+    crossed = crossed_lines(nb)
+    assert not crossed, crossed
     reports = shown_reports(nb)
     assert reports, "the notebook showed no Report"
     for shown in reports:

@@ -11,9 +11,9 @@ import pytest
 
 from conftest import NOTEBOOKS, REPO
 from tools.classroom import make_student, student_copy
-from tools.exercises import student_stub
+from tools.exercises import check_cells, is_solution, student_stub
 import browser
-from notebook_runner import execute, notebook_text
+from notebook_runner import rehearse
 
 MASTERS = sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
 WITH_EXERCISE = [p for p in MASTERS
@@ -86,19 +86,66 @@ def test_student_copy_of_a_notebook_without_solution_is_unchanged_but_for_the_no
     assert [c.source for c in copy.cells if c.id != "student-note"] == [c.source for c in nb.cells]
 
 
-@pytest.mark.notebook
 @pytest.mark.parametrize("path", WITH_EXERCISE, ids=lambda p: p.stem)
-def test_student_copy_runs_up_to_its_exercise(path, tmp_path, monkeypatch):
-    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(tmp_path / "results"))
-    make_student(tmp_path / "student")
-    copy = tmp_path / "student" / path.name
-    nb = execute(copy, tmp_path, n_ranks=2)
-    text = notebook_text(nb)
-    for r in range(2):
-        assert f"rank {r} ✓" in text, "the part before the exercise did not run"
-    # The check runs and does not pass an empty answer: it asks for one (✎) or marks ✗.
-    assert "✎" in text or "✗" in text, "the exercise check did not run"
-    assert "All ranks right!" not in text
+def test_the_rehearsal_runs_the_student_copy_up_to_its_exercise(path):
+    """The notebook tests execute each notebook once with `rehearse` (notebook_runner): the
+    student copy's cells up to each exercise's checks, in its order, then the master's
+    solution. Here: those first cells are the student copy's, stub and checks included."""
+    master = nbformat.read(path, as_version=4)
+    student = [c for c in student_copy(master).cells if c.id != "student-note"]
+    rehearsed = rehearse(nbformat.read(path, as_version=4)).cells
+    first_solution = next(i for i, c in enumerate(rehearsed) if is_solution(c))
+    at = next(i for i, c in enumerate(master.cells) if is_solution(c))
+    assert first_solution == at + 1 + len(check_cells(master.cells, at))   # stub, checks
+    ran = [c.source for c in rehearsed[:first_solution] if c.cell_type == "code"]
+    assert ran == [c.source for c in student if c.cell_type == "code"][:len(ran)]
+    assert "exercise" in student[at].metadata["tags"] and not is_solution(rehearsed[at])
+
+
+@pytest.mark.parametrize("path", WITH_EXERCISE, ids=lambda p: p.stem)
+def test_no_cell_after_an_exercise_needs_its_solution(path):
+    """The student copy runs on past an unanswered exercise: no cell after its checks reads
+    a name that only the solution assigns (the rehearsal runs the solution before those
+    cells, so this is where that is checked)."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if not is_solution(cell):
+            continue
+        own = assigned(cell.source) - assigned(student_stub(cell)) - set().union(
+            *(assigned(c.source) for c in nb.cells if c.cell_type == "code" and c is not cell))
+        checks = check_cells(nb.cells, i)            # they handle a missing answer
+        after = max(checks, default=i) + 1
+        later = set().union(*(read(c.source) for c in nb.cells[after:] if c.cell_type == "code"))
+        assert not own & later, f"{path.name}: after the exercise, cells read {own & later}"
+
+
+def _tree(source: str):
+    import ast
+
+    code = "\n".join(line for line in source.splitlines() if not line.startswith(("%", "!")))
+    return ast.parse(code)
+
+
+def assigned(source: str) -> set[str]:
+    """Names a cell binds: assignments, for-targets, imports, defs and classes."""
+    import ast
+
+    names = set()
+    for node in ast.walk(_tree(source)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def read(source: str) -> set[str]:
+    import ast
+
+    return {node.id for node in ast.walk(_tree(source))
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
 
 
 def test_every_notebook_has_slide_metadata():
