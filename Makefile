@@ -19,7 +19,8 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
-	@echo "                 (one set of engines per world size; COLD=1: new ones per notebook)"
+	@echo "                 (one set of engines per world size and lane; COLD=1: new ones per"
+	@echo "                 notebook; JOBS=1: one notebook at a time, default 2 on 2+ cores)"
 	@echo "make slides      reveal.js slides of the executed notebooks (after make html)"
 	@echo "make student     student copies without exercise solutions, in build/student"
 	@echo "make install-mpi mpi4py, for TUTORIAL_LAUNCHER=mpi (Open MPI from your OS)"
@@ -61,7 +62,7 @@ slurm-check: $(INSTALLED) install-slurm
 		--durations=0 $(PYTEST_ARGS)
 
 html: $(INSTALLED)
-	$(PYTHON) -m tools.build $(if $(COLD),--cold)
+	$(PYTHON) -m tools.build $(if $(COLD),--cold)$(if $(JOBS), --jobs $(JOBS))
 
 slides: html
 	$(PYTHON) -m tools.classroom slides

@@ -12,7 +12,10 @@
 - warm by default: one set of engines per world size serves the whole build
   (helpers/runtime/warm.py; each notebook gets a fresh process group and an empty
   namespace, its summary line says "engines reused", its progress line "engines reused"),
-  ended when the build is done. `--cold` starts new engines for every notebook.
+  ended when the build is done. `--cold` starts new engines for every notebook;
+- two notebooks at once where there are two cores (`--jobs`; tools.lanes): a notebook
+  mostly waits on its ranks, so one alone leaves the cores two-thirds idle. Each lane has
+  engines of its own; the longest notebooks (by their last run) go first.
 """
 from __future__ import annotations
 
@@ -138,32 +141,51 @@ def engines_note(nb: nbformat.NotebookNode) -> str:
     return ""
 
 
-def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False,
-          render_site: bool = True) -> int:
-    failed = []
+def build_one(notebook: Path, timeout_s: int) -> bool:
+    """Execute one notebook; write its executed copy and stamp; print its progress line."""
+    key = fingerprint(notebook)
+    t0 = time.monotonic()
+    try:
+        nb = execute(notebook, timeout_s)
+    except Exception as err:  # papermill names the cell; keep the old page
+        cell = getattr(err, "exec_count", None)
+        where = f"cell [{cell}]" if cell else "a cell"
+        summary = f"{getattr(err, 'ename', type(err).__name__)}: " \
+                  f"{getattr(err, 'evalue', err)}".splitlines()[0][:300]
+        print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  FAILED in {where}: "
+              f"{summary}", flush=True)
+        return False
+    seconds = time.monotonic() - t0
+    atomic_write(EXECUTED_DIR / notebook.name, nbformat.writes(nb))
+    atomic_write(STAMP_DIR / f"{notebook.stem}.sha256", key)
+    atomic_write(STAMP_DIR / f"{notebook.stem}.seconds", f"{seconds:.1f}")
+    print(f"{notebook.name:<32} {seconds:6.1f} s  ok{engines_note(nb)}", flush=True)
+    return True
+
+
+def stale(notebooks: list[Path], force: bool = False) -> list[Path]:
+    """The notebooks to execute; a progress line ("up to date") for each of the others."""
+    todo = []
     for notebook in notebooks:
         stamp = STAMP_DIR / f"{notebook.stem}.sha256"
         executed = EXECUTED_DIR / notebook.name
-        key = fingerprint(notebook)
-        if not force and executed.exists() and stamp.exists() and stamp.read_text() == key:
+        if not force and executed.exists() and stamp.exists() \
+                and stamp.read_text() == fingerprint(notebook):
             print(f"{notebook.name:<32} up to date", flush=True)
-            continue
-        t0 = time.monotonic()
-        try:
-            nb = execute(notebook, timeout_s)
-        except Exception as err:  # papermill names the cell; keep the old page
-            cell = getattr(err, "exec_count", None)
-            where = f"cell [{cell}]" if cell else "a cell"
-            summary = f"{getattr(err, 'ename', type(err).__name__)}: " \
-                      f"{getattr(err, 'evalue', err)}".splitlines()[0][:300]
-            print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  FAILED in {where}: "
-                  f"{summary}", flush=True)
-            failed.append(notebook.name)
-            continue
-        atomic_write(executed, nbformat.writes(nb))
-        atomic_write(stamp, key)
-        print(f"{notebook.name:<32} {time.monotonic() - t0:6.1f} s  ok{engines_note(nb)}",
-              flush=True)
+        else:
+            todo.append(notebook)
+    return todo
+
+
+def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False,
+          render_site: bool = True, jobs: int = 1) -> int:
+    todo = stale(notebooks, force)
+    if jobs > 1 and len(todo) > 1:
+        from tools.lanes import run_lanes
+
+        failed = run_lanes(todo, jobs, timeout_s, STAMP_DIR)
+    else:
+        failed = [notebook.name for notebook in todo if not build_one(notebook, timeout_s)]
     if not render_site:
         return 1 if failed else 0
     t0 = time.monotonic()
@@ -187,6 +209,11 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False,
     return 0
 
 
+def default_jobs() -> int:
+    """Two lanes where there are two cores or more: one notebook mostly waits on its ranks."""
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path,
@@ -195,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-site", dest="site", action="store_false",
                         help="execute only; build/html stays as it is (the next build renders)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    parser.add_argument("--jobs", type=int, default=default_jobs(),
+                        help="notebooks executed at once, each lane on engines of its own "
+                             "(default: 2 with two cores or more, else 1)")
+    parser.add_argument("--lane", action="store_true", help=argparse.SUPPRESS)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--cold", action="store_true",
                       help="start new engines for every notebook (default: warm start, one "
@@ -202,15 +233,21 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--warm", action="store_true",
                       help="the default (accepted for commands written when it was not)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be 1 or more, not {args.jobs}")
+    if args.lane:                       # tools.lanes: the notebooks come on stdin
+        from tools.lanes import lane
+
+        return lane(lambda notebook: build_one(notebook, args.timeout))
     notebooks = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb"))
     # The notebooks' kernels inherit it (and it is one of the SETTINGS of a page).
     os.environ["TUTORIAL_WARM_START"] = "0" if args.cold else "1"
     if args.cold:
-        return build(notebooks, args.timeout, args.force, args.site)
+        return build(notebooks, args.timeout, args.force, args.site, args.jobs)
     from helpers.runtime.warm import stop_warm_clusters
 
     try:
-        return build(notebooks, args.timeout, args.force, args.site)
+        return build(notebooks, args.timeout, args.force, args.site, args.jobs)
     finally:
         stop_warm_clusters()
 

@@ -246,3 +246,37 @@ def test_the_progress_line_says_when_engines_were_reused():
     assert engines_note(with_output(summary.format(
         "warm start: engines kept for the next notebook"))) == ""
     assert engines_note(with_output(summary.format("local"))) == ""
+
+
+WHERE = ("import os, time; time.sleep(1)\n"
+         "print('LANE', os.getppid(), os.environ.get('IPYTHONDIR', 'default'))")
+
+
+def test_two_lanes_build_at_once_on_engines_of_their_own(tmp_path):
+    """--jobs 2: two lane processes (the kernels' parents), the second with an IPYTHONDIR
+    of its own (so warm engines are never shared), removed at the end; a failure in a lane
+    is still named with its cell, and every progress line is whole."""
+    good = [_notebook(tmp_path / f"9{i}_lane.ipynb", WHERE) for i in (5, 6, 7)]
+    bad = _notebook(tmp_path / "98_bad.ipynb", "raise RuntimeError('boom in a lane')")
+    run = _build(tmp_path, "--jobs", "2", *good, bad)
+    assert run.returncode == 1, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert sorted(line.split()[0] for line in lines) == \
+        sorted(p.name for p in [*good, bad]), lines
+    assert "98_bad.ipynb" in run.stdout and "FAILED in cell [1]" in run.stdout
+    assert "boom in a lane" in run.stdout
+    seen = set()
+    for nb in good:
+        page = (tmp_path / "build" / "executed" / nb.name).read_text()
+        seen.add(tuple(nbformat.reads(page, as_version=4).cells[1].outputs[0].text.split()[1:]))
+    assert len({parent for parent, _ in seen}) == 2, seen          # two lanes
+    folders = {folder for _, folder in seen}
+    assert len(folders) == 2, seen                                  # an IPYTHONDIR each
+    assert not [f for f in folders if f != os.environ.get("IPYTHONDIR", "default")
+                and os.path.exists(f)]                              # the lane's own: removed
+    assert all((tmp_path / "build" / ".stamps" / f"{nb.stem}.seconds").is_file() for nb in good)
+
+
+def test_jobs_must_be_positive(tmp_path):
+    run = _build(tmp_path, "--jobs", "0", _notebook(tmp_path / "99_x.ipynb", "1"))
+    assert run.returncode == 2 and "--jobs must be 1 or more" in run.stderr
