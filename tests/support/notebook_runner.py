@@ -11,6 +11,21 @@ from executed_checks import check_executed, checked_here
 REHEARSAL = "rehearsal-"     # the id prefix of the cells a rehearsal adds
 
 
+# The checks may keep what they ran (09's appends its records): the notebook's names are
+# put back as they were before the stub (lists, dicts and sets as shallow copies), and the
+# names the rehearsal made are dropped, so the master's run goes on as if it had not been.
+_KEEP = "{'In', 'Out', 'exit', 'quit', 'get_ipython'}"
+_SAVE = ("import copy as _rehearsal_copy\n"
+         "_rehearsal_saved = {k: _rehearsal_copy.copy(v) if isinstance(v, (list, dict, set))"
+         f" else v for k, v in globals().items() if not k.startswith('_') and k not in {_KEEP}}}")
+_RESTORE = ("for _k in [k for k in globals() if not k.startswith('_') and k not in "
+            f"_rehearsal_saved and k not in {_KEEP}]:\n"
+            "    del globals()[_k]\n"
+            "globals().update(_rehearsal_saved)\n"
+            "globals().pop('_k', None)\n"
+            "del _rehearsal_saved, _rehearsal_copy")
+
+
 def rehearse(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The notebook as a student first meets each exercise: before every solution cell, the
     student copy's stub (tools.exercises.student_stub) and copies of the cells that check
@@ -20,9 +35,15 @@ def rehearse(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
     from tools.exercises import check_cells, is_solution, student_stub
 
+    def hidden(source: str, name: str, solution_id: str) -> nbformat.NotebookNode:
+        cell = nbformat.v4.new_code_cell(source)
+        cell.id, cell.metadata["tags"] = f"{REHEARSAL}{name}-{solution_id}", []
+        return cell
+
     cells = []
     for i, cell in enumerate(nb.cells):
         if is_solution(cell):
+            cells.append(hidden(_SAVE, "save", cell.id))
             stub = nbformat.v4.new_code_cell(student_stub(cell))
             stub.id = f"{REHEARSAL}{cell.id}"
             stub.metadata["tags"] = ["exercise"]       # as tools.classroom tags it
@@ -31,6 +52,7 @@ def rehearse(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                 check = copy.deepcopy(nb.cells[j])
                 check.id = f"{REHEARSAL}{check.id}"
                 cells.append(check)
+            cells.append(hidden(_RESTORE, "restore", cell.id))
         cells.append(cell)
     nb.cells = cells
     return nb
@@ -38,7 +60,7 @@ def rehearse(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def assert_student_copy_behaves(rehearsed: list) -> None:
     """What the stub and its checks showed: the check ran and asked for an answer (✎) or
-    marked it ✗ on every rank; it never passed an empty answer."""
+    marked it ✗; it never passed an empty answer."""
     checks = [c for c in rehearsed if c.cell_type == "code" and c.get("outputs")]
     assert checks, "the exercise check did not run on the student's stub"
     text = "".join(output_text(c) for c in rehearsed)
