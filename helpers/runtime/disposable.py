@@ -4,10 +4,12 @@ Some mistakes do not raise on gloo: they kill the receiving process (SIGABRT fro
 own checks), which no timeout can catch. The notebooks show such
 cases for real with `run_disposable`: the case is an ordinary function of
 `(rank, world_size)` written in a notebook cell, its source is shipped to `world_size`
-fresh `python` processes that form their own gloo group (a new TCPStore on 127.0.0.1,
-gloo pinned to `lo`, a short timeout), and each process reports what the function
-returned, what it raised, or the signal that ended it. The notebook's own engines are not
-involved. tests/claims/test_claims.py runs the ledger's claims through the same function.
+new processes that form their own gloo group (a new TCPStore on 127.0.0.1, gloo pinned
+to `lo`, a short timeout), and each process reports what the function returned, what it
+raised, or the signal that ended it (disposable_rank.py). The processes are forked from a
+server that has imported torch already (forkserver.py; a new `python` each where fork is
+not available). The notebook's own engines are not involved.
+tests/claims/test_claims.py runs the ledger's claims through the same function.
 """
 from __future__ import annotations
 
@@ -25,48 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from helpers.runtime import forkserver
+from helpers.runtime.disposable_rank import COLD_START, RESULT_MARK
 from helpers.runtime.rendezvous import listening_socket
 
-RESULT_MARK = "@@disposable-result "
 _ROOT = str(Path(__file__).resolve().parents[2])   # the folder that holds helpers/
-
-# What every disposable rank runs: join a fresh gloo group, call the case, report.
-_RANK_SCRIPT = r'''
-import ctypes, json, os, resource, sys, time
-# No core dump when gloo aborts this rank: the kernel keeps a dumping process's sockets
-# open until the dump is written (189 MB, or a pipe to a crash collector), so its peers
-# would wait out the timeout instead of failing at once, and a `core` file would be left
-# in the notebook's folder. PR_SET_DUMPABLE covers piped dumps, which ignore the rlimit.
-resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
-if sys.platform == "linux":
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE = 4
-spec = json.loads(sys.argv[1])
-os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL" if spec["detail"] else "OFF"
-import torch
-import torch.distributed as dist
-sys.path.insert(0, spec["root"])   # the helpers the notebook imported
-from helpers.runtime.rendezvous import join
-from helpers.runtime.transfer import encode
-
-rank, world_size = spec["rank"], spec["world_size"]
-store = join("gloo", rank, world_size, "127.0.0.1", spec["port"], spec["timeout_s"],
-             listen_fd=spec["listen_fd"], store_timeout_s=spec["timeout_s"] + 10)
-namespace = {"torch": torch, "dist": dist, "__name__": "__disposable__"}
-exec(compile(spec["source"], "<case>", "exec"), namespace)
-case = namespace[spec["name"]]
-start = time.monotonic()
-try:
-    report = {"result": encode(case(rank, world_size, **spec["args"]))}
-except Exception as err:
-    report = {"error": f"{type(err).__name__}: {err}"}
-report["seconds"] = time.monotonic() - start
-# the result travels as JSON: encode's tensors (and NumPy arrays) as nested lists
-print("@@disposable-result " + json.dumps(report, default=lambda v: v.tolist()), flush=True)
-sys.stderr.flush()
-sys.stdin.read()   # stay alive, like an engine, until every rank has reported or died
-os._exit(0)        # no teardown: a peer may be dead, and these processes are disposable
-'''
 
 
 @dataclass
@@ -151,6 +116,7 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
     port = listener.getsockname()[1]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     with tempfile.TemporaryDirectory(prefix="disposable-") as tmp:
+        server = forkserver.fork_server(env, _ROOT) if forkserver.available() else None
         procs, logs = [], []
         try:
             for rank in range(world_size):
@@ -162,11 +128,7 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
                 out = open(Path(tmp) / f"{rank}.out", "w+")
                 err = open(Path(tmp) / f"{rank}.err", "w+")
                 logs.append((out, err))
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-c", _RANK_SCRIPT, json.dumps(spec)],
-                    stdin=subprocess.PIPE, stdout=out,
-                    stderr=err, env=env, start_new_session=True,
-                    pass_fds=(listener.fileno(),) if rank == 0 else ()))
+                procs.append(_start_rank(server, spec, env, Path(tmp), out, err))
         finally:
             listener.close()
         _wait_until_reported(procs, [out for out, _ in logs], time.monotonic() + limit_s)
@@ -198,7 +160,24 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
     return outcomes
 
 
-def _wait_until_reported(procs: list[subprocess.Popen], outs: list, deadline: float) -> None:
+def _start_rank(server: forkserver.ForkServer | None, spec: dict, env: dict[str, str],
+                folder: Path, out, err) -> subprocess.Popen | forkserver.ForkedRank:
+    """One rank: forked from `server`, or a new `python` where there is none."""
+    if server is None:
+        fd = spec["listen_fd"]
+        return subprocess.Popen([sys.executable, "-c", COLD_START, json.dumps(spec), _ROOT],
+                                stdin=subprocess.PIPE, stdout=out, stderr=err, env=env,
+                                start_new_session=True, pass_fds=(fd,) if fd is not None else ())
+    read_end, write_end = os.pipe()
+    try:
+        rank = server.fork(spec, env, folder, read_end, out, err, spec["listen_fd"])
+    finally:
+        os.close(read_end)
+    rank.stdin = os.fdopen(write_end, "w")
+    return rank
+
+
+def _wait_until_reported(procs: list, outs: list, deadline: float) -> None:
     """Until `deadline`: wait for every process to have printed its result or ended."""
     while time.monotonic() < deadline:
         pending = False

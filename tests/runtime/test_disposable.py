@@ -1,4 +1,5 @@
-"""helpers.runtime.disposable: a rank that gloo aborts dumps no core, so its peer fails at once.
+"""helpers.runtime.disposable: a rank that gloo aborts dumps no core, so its peer fails at once;
+the ranks are forked from a server that imported torch (helpers/runtime/forkserver.py).
 
 CI once ran the 2-rank shape-mismatch case four times and the surviving rank waited out
 the 3 s timeout every time: with core dumps on, the kernel keeps the aborting process's
@@ -17,6 +18,7 @@ if TYPE_CHECKING:   # a case's `torch` and `dist` are the disposable rank's own 
     import torch
     import torch.distributed as dist
 
+from helpers.runtime import forkserver
 from helpers.runtime.disposable import run_disposable
 
 
@@ -48,3 +50,90 @@ def test_an_aborted_rank_leaves_no_core_and_its_peer_fails_at_once(
     assert survivor.seconds < 3, survivor.summary()
     assert not list(tmp_path.iterdir()), "left behind: " + ", ".join(
         p.name for p in tmp_path.iterdir())
+
+
+def where_and_how(rank, world_size):
+    import os
+    import threading
+    return [str(dist.get_debug_level()), os.getcwd(), os.environ.get("TUTORIAL_PROBE"),
+            threading.active_count(), os.getsid(0) == os.getpid()]
+
+
+def sleeps(rank, world_size):
+    import time
+    time.sleep(60)
+
+
+def _task_count(pid: int) -> int:
+    import os
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
+def test_forked_ranks_run_in_the_callers_folder_environment_and_debug_level(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    outcomes = run_disposable(where_and_how, world_size=2, detail=True)
+    server = forkserver._server
+    assert server is not None and server.alive()
+    assert _task_count(server.process.pid) == 1, "fork is only safe from one thread"
+    assert [o.result for o in outcomes] == [
+        ["DebugLevel.DETAIL", str(tmp_path), None, 1, True]] * 2, [o.summary() for o in outcomes]
+    # the same environment: the same server, and DETAIL does not stick
+    assert run_disposable(where_and_how, world_size=3)[2].result[0] == "DebugLevel.OFF"
+    assert forkserver._server is server
+    # another environment: a new server; the old one has ended
+    monkeypatch.setenv("TUTORIAL_PROBE", "changed")
+    outcomes = run_disposable(where_and_how, world_size=2)
+    assert [o.result[2] for o in outcomes] == ["changed", "changed"]
+    assert forkserver._server is not server and server.process.poll() == 0
+
+
+@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
+def test_a_forked_rank_past_the_limit_is_killed_and_reported(tmp_path):
+    outcomes = run_disposable(sleeps, world_size=2, limit_s=1.5)
+    assert [o.returncode for o in outcomes] == [None, None]
+    assert all("still running at the limit" in o.summary() for o in outcomes)
+
+
+_CALLER = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from helpers.runtime import forkserver
+from helpers.runtime.disposable import run_disposable
+def case(rank, world_size):
+    return rank
+assert [o.result for o in run_disposable(case, world_size=2)] == [0, 1]
+print(forkserver._server.process.pid, flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
+def test_the_fork_server_ends_with_its_caller(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    caller = tmp_path / "caller.py"     # a file: run_disposable ships the case's source
+    caller.write_text(_CALLER)
+    done = subprocess.run([sys.executable, str(caller), str(REPO)], capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == -9, done.stderr[-2000:]
+    server_pid = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{server_pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{server_pid}"), "the fork server outlived its caller"
+
+
+def test_without_a_fork_server_each_rank_is_a_new_python(monkeypatch):
+    monkeypatch.setattr(forkserver, "available", lambda: False)
+    monkeypatch.setattr(forkserver, "fork_server", None)   # never asked for one
+    outcomes = run_disposable(all_reduce_shapes_differ, world_size=2, timeout_s=3.0,
+                              detail=True)
+    assert all(o.error and "Detected mismatch" in o.error for o in outcomes), [
+        o.summary() for o in outcomes]
