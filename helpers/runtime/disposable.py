@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from helpers.runtime import forkserver
-from helpers.runtime.disposable_rank import COLD_START, RESULT_MARK
+from helpers.runtime.disposable_rank import COLD_START, PRELOAD, RESULT_MARK
 from helpers.runtime.rendezvous import listening_socket
 
 _ROOT = str(Path(__file__).resolve().parents[2])   # the folder that holds helpers/
+RANKS = forkserver.Kind(PRELOAD, "helpers.runtime.disposable_rank:forked")
 
 
 @dataclass
@@ -116,7 +117,7 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
     port = listener.getsockname()[1]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     with tempfile.TemporaryDirectory(prefix="disposable-") as tmp:
-        server = forkserver.fork_server(env, _ROOT) if forkserver.available() else None
+        server = forkserver.fork_server(RANKS, env, _ROOT) if forkserver.available() else None
         procs, logs = [], []
         try:
             for rank in range(world_size):
@@ -128,7 +129,7 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
                 out = open(Path(tmp) / f"{rank}.out", "w+")
                 err = open(Path(tmp) / f"{rank}.err", "w+")
                 logs.append((out, err))
-                procs.append(_start_rank(server, spec, env, Path(tmp), out, err))
+                procs.append(_start_rank(server, spec, env, out, err))
         finally:
             listener.close()
         _wait_until_reported(procs, [out for out, _ in logs], time.monotonic() + limit_s)
@@ -161,7 +162,7 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
 
 
 def _start_rank(server: forkserver.ForkServer | None, spec: dict, env: dict[str, str],
-                folder: Path, out, err) -> subprocess.Popen | forkserver.ForkedRank:
+                out, err) -> subprocess.Popen | forkserver.ForkedChild:
     """One rank: forked from `server`, or a new `python` where there is none."""
     if server is None:
         fd = spec["listen_fd"]
@@ -170,7 +171,12 @@ def _start_rank(server: forkserver.ForkServer | None, spec: dict, env: dict[str,
                                 start_new_session=True, pass_fds=(fd,) if fd is not None else ())
     read_end, write_end = os.pipe()
     try:
-        rank = server.fork(spec, env, folder, read_end, out, err, spec["listen_fd"])
+        fds = [read_end, out.fileno(), err.fileno()]
+        fds += [] if spec["listen_fd"] is None else [spec["listen_fd"]]
+        rank = server.fork(spec, env, os.getcwd(), fds)
+    except BaseException:
+        os.close(write_end)
+        raise
     finally:
         os.close(read_end)
     rank.stdin = os.fdopen(write_end, "w")

@@ -33,6 +33,17 @@ def no_core_dumps() -> None:
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE = 4
 
 
+# What a disposable rank's fork server imports before it forks (forkserver.Kind).
+PRELOAD = ("torch", "torch.distributed", "helpers.runtime.rendezvous",
+           "helpers.runtime.transfer")
+
+
+def forked(spec: dict, fds: list[int]) -> None:
+    """The fork server's entry: rank 0 gets its listening socket as the one fd passed on."""
+    no_core_dumps()
+    main({**spec, "listen_fd": fds[0] if fds else None})
+
+
 def main(spec: dict) -> None:
     """Run the case `spec` names as rank spec["rank"]; never returns."""
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"

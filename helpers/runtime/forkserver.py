@@ -1,41 +1,46 @@
-"""Disposable ranks forked from a process that has imported torch once.
+"""Processes forked from a server that has imported torch (and the rest) once.
 
-A disposable rank (disposable.py) used to be a new `python` that imported torch: about
-1.5 s of CPU on a quiet core, several seconds on a busy one, paid again by every rank of
-every case. The fork server pays it once. It is a process that imports torch and the
-rank's helpers, then forks a child for each rank it is asked for. The child is as new to
-gloo as a fresh process: the server never creates a group, a store or a thread (fork is
+Starting `python` and importing torch costs about 1.5 s of CPU on a quiet core, several
+seconds on a busy one. Two kinds of process paid it again and again: every rank of every
+disposable case (disposable.py), and every kernel a build or a test starts
+(tools/execute.py, with matplotlib and ipyparallel: 3.1 s more CPU than a bare kernel).
+A fork server pays it once per caller: it imports its kind's `preload`, then forks a child
+per request, which calls the kind's `entry`. The child is as new as a fresh process to
+what it runs: the server never creates a group, a store, a kernel or a thread (fork is
 only safe from a process with one thread; tests/runtime/test_disposable.py checks it).
 
-A rank runs in its caller's folder and environment. What torch read from the environment
-when it was imported is the server's, though, so a server serves only the environment it
-started with (`same_environment`): a caller whose environment has changed gets a new server,
-and the old one ends. The rank re-reads TORCH_DISTRIBUTED_DEBUG itself.
+A child runs in its caller's folder and environment, in a session of its own. What was
+read from the environment at import is the server's, though, so a server serves only
+callers whose environment is its own but for the variables its kind ignores; another
+caller gets a new server, and the old one ends.
 
-Lifetime: the server ends when its caller closes the socket or dies (end of file on it);
-a rank ends when the caller closes its stdin, or at its group's timeout.
+Lifetime: the server ends when its caller closes the socket or dies (end of file on it),
+and kills the children still running then.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-# The server: import once, then fork a rank per request; report each rank's end.
-_SERVER = r'''
-import json, os, selectors, signal, socket, sys
+# The server: import `preload` once, then fork a child per request that calls `entry`.
+_SERVER = r"""
+import importlib, json, os, selectors, signal, socket, sys
 sock = socket.socket(fileno=int(sys.argv[1]))
-sys.path.insert(0, sys.argv[2])
-from helpers.runtime.disposable_rank import main, no_core_dumps
-no_core_dumps()                        # the ranks inherit it
-import torch, torch.distributed        # the work every rank skips
-import helpers.runtime.rendezvous, helpers.runtime.transfer
+path = list(sys.path)
+sys.path.append(sys.argv[2])           # last: never in front of what the child imports
+for name in json.loads(sys.argv[3]):
+    importlib.import_module(name)      # the work every child skips
+module, _, function = sys.argv[4].partition(":")
+entry = getattr(importlib.import_module(module), function)
 
 wake_r, wake_w = os.pipe()
 os.set_blocking(wake_w, False)
@@ -45,13 +50,14 @@ selector = selectors.DefaultSelector()
 selector.register(sock, selectors.EVENT_READ)
 selector.register(wake_r, selectors.EVENT_READ)
 sock.send(json.dumps({"ready": os.getpid()}).encode())
+children = set()
 
 
-def fork_rank(request, fds):
+def fork_child(request, fds):
     pid = os.fork()
     if pid:
         return pid
-    try:                               # the rank: nothing of the server's but its imports
+    try:                               # the child: the server's imports, nothing else
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         sock.close(); os.close(wake_r); os.close(wake_w)
@@ -60,12 +66,13 @@ def fork_rank(request, fds):
         os.environ.update(request["env"])
         for target, fd in zip((0, 1, 2), fds):
             os.dup2(fd, target)
-        os.chdir(request["cwd"])
-        spec = request["spec"]
-        spec["listen_fd"] = fds[3] if len(fds) > 3 else None
         for fd in fds[:3]:
             os.close(fd)
-        main(spec)
+        os.chdir(request["cwd"])
+        sys.path[:] = [request["cwd"]] + path[1:]     # as `python -m` in that folder has it
+        entry(request["spec"], fds[3:])
+        sys.stdout.flush(); sys.stderr.flush()
+        os._exit(0)
     finally:
         import traceback
         traceback.print_exc()
@@ -77,11 +84,17 @@ while True:
     for key, _ in selector.select():
         if key.fileobj is sock:
             message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 4)
-            if not message:
-                sys.exit(0)            # the caller is gone
+            if not message:            # the caller is gone: so are the children
+                for pid in children:
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                sys.exit(0)
             with open(json.loads(message)["request"]) as file:
                 request = json.load(file)
-            pid = fork_rank(request, fds)
+            pid = fork_child(request, fds)
+            children.add(pid)
             for fd in fds:
                 os.close(fd)
             sock.send(json.dumps({"started": pid}).encode())
@@ -94,48 +107,75 @@ while True:
                     break
                 if not pid:
                     break
+                children.discard(pid)
                 code = os.waitstatus_to_exitcode(status)
                 sock.send(json.dumps({"ended": pid, "code": code}).encode())
-'''
+"""
 
 START_LIMIT_S = 180.0   # importing torch on a loaded 2-core machine
 
 
-class ForkServer:
-    """One server process, for the environment `env`; `fork` asks it for a rank."""
+@dataclass(frozen=True)
+class Kind:
+    """What a server imports (`preload`), what its children call (`entry`, "module:function",
+    called with the request's spec and the fds after stdin, stdout and stderr), and the
+    variables a caller's environment may differ in from the server's: ones nothing in
+    `preload` reads when it is imported."""
 
-    def __init__(self, env: dict[str, str], root: str) -> None:
-        self.env = env
+    preload: tuple[str, ...]
+    entry: str
+    ignored: tuple[str, ...] = ("PYTEST_CURRENT_TEST",)   # prefixes
+    defaults: tuple[tuple[str, str], ...] = ()   # the server's, where the caller sets none
+
+    def server_environment(self, env: dict[str, str]) -> dict[str, str]:
+        """The environment a server for a caller in `env` imports `preload` in."""
+        return {**dict(self.defaults), **env}
+
+    def same_environment(self, server: dict[str, str], caller: dict[str, str]) -> bool:
+        """Whether a server started in environment `server` may serve a caller in `caller`."""
+        def kept(env):
+            return {k: v for k, v in env.items() if not k.startswith(self.ignored)}
+        return kept(server) == kept(self.server_environment(caller))
+
+
+class ForkServer:
+    """One server process of `kind`, for the environment `env`; `fork` asks it for a child."""
+
+    def __init__(self, kind: Kind, env: dict[str, str], root: str) -> None:
+        self.kind, self.env = kind, kind.server_environment(env)
         self.ended: dict[int, int] = {}    # pid -> exit code, as Popen.returncode has it
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._log = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _SERVER, str(theirs.fileno()), root],
-            env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+            [sys.executable, "-c", _SERVER, str(theirs.fileno()), root,
+             json.dumps(kind.preload), kind.entry],
+            env=self.env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
             pass_fds=(theirs.fileno(),), start_new_session=True)
         theirs.close()
         self._sock = ours
+        self._requests = 0
+        self._folder = tempfile.TemporaryDirectory(prefix="forkserver-")  # owner-only
         self._receive("ready", START_LIMIT_S)
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def fork(self, spec: dict, env: dict[str, str], folder: Path, stdin: int, stdout: IO,
-             stderr: IO, listen_fd: int | None) -> "ForkedRank":
-        """A new rank running helpers.runtime.disposable_rank.main(spec) in this process's
-        folder and in `env`, with these as its stdin, stdout and stderr (and rank 0's
-        listening socket); the request goes through a file in `folder`."""
-        if not same_environment(self.env, env):
+    def fork(self, spec: Any, env: dict[str, str], cwd: str, fds: list[int]) -> "ForkedChild":
+        """A child calling the kind's entry with `spec`, in folder `cwd` and environment
+        `env`, with fds[0:3] as its stdin, stdout and stderr (the rest passed on)."""
+        if not self.kind.same_environment(self.env, env):
             raise ValueError("this fork server was started in another environment")
-        request = folder / f"request-{spec['rank']}.json"
-        request.write_text(json.dumps({"spec": spec, "cwd": os.getcwd(), "env": env}))
-        fds = [stdin, stdout.fileno(), stderr.fileno()]
-        fds += [listen_fd] if listen_fd is not None else []
-        socket.send_fds(self._sock, [json.dumps({"request": str(request)}).encode()], fds)
-        return ForkedRank(self, self._receive("started", START_LIMIT_S))
+        self._requests += 1
+        request = Path(self._folder.name) / f"request-{self._requests}.json"
+        request.write_text(json.dumps({"spec": spec, "cwd": cwd, "env": env}))
+        try:
+            socket.send_fds(self._sock, [json.dumps({"request": str(request)}).encode()], fds)
+            return ForkedChild(self, self._receive("started", START_LIMIT_S))
+        finally:
+            request.unlink()
 
     def collect(self, timeout_s: float = 0.0) -> None:
-        """Take in the ranks' ends the server has reported, waiting up to `timeout_s`."""
+        """Take in the children's ends the server has reported, waiting up to `timeout_s`."""
         self._sock.settimeout(timeout_s)
         try:
             while True:
@@ -147,7 +187,7 @@ class ForkServer:
             self._sock.settimeout(None)
 
     def close(self) -> None:
-        """End the server (its ranks end when their stdin closes)."""
+        """End the server, and with it any child still running."""
         self._sock.close()
         try:
             self.process.wait(timeout=10)
@@ -155,6 +195,7 @@ class ForkServer:
             self.process.kill()
             self.process.wait()
         self._log.close()
+        self._folder.cleanup()
 
     def _receive(self, kind: str, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s
@@ -170,13 +211,13 @@ class ForkServer:
             if kind in value:
                 return value[kind]
         self.process.kill()
-        raise RuntimeError(f"the disposable ranks' fork server gave no '{kind}' in "
+        raise RuntimeError(f"the fork server ({self.kind.entry}) gave no '{kind}' in "
                            f"{timeout_s:.0f} s: {self._log_tail()}")
 
     def _take(self, message: bytes) -> dict:
         if not message:
             self.process.wait(timeout=10)
-            raise RuntimeError("the disposable ranks' fork server ended (exit code "
+            raise RuntimeError(f"the fork server ({self.kind.entry}) ended (exit code "
                                f"{self.process.returncode}): {self._log_tail()}")
         value = json.loads(message)
         if "ended" in value:
@@ -188,50 +229,56 @@ class ForkServer:
         return self._log.read()[-2000:] or "(it printed nothing)"
 
 
-class ForkedRank:
-    """A forked rank, with the parts of Popen's face that disposable.py uses."""
+class ForkedChild:
+    """A forked child, with the parts of Popen's face that its callers use."""
 
     def __init__(self, server: ForkServer, pid: int) -> None:
         self.server, self.pid = server, pid
-        self.stdin: IO | None = None       # the write end of its stdin (disposable.py sets it)
+        self.stdin: IO | None = None       # the write end of its stdin, where the caller keeps it
+        self.stdout = self.stderr = None
+        self.returncode: int | None = None
 
     def poll(self) -> int | None:
         self.server.collect()
-        return self.server.ended.get(self.pid)
+        self.returncode = self.server.ended.get(self.pid)
+        return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.pid not in self.server.ended:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout)
+                raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout)
             self.server.collect(min(left, 1.0) if left is not None else 1.0)
-        return self.server.ended[self.pid]
+        self.returncode = self.server.ended[self.pid]
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
 
 
-_server: ForkServer | None = None
-# Set by pytest for each test and phase, and read by nothing in torch.
-_NOT_READ_AT_IMPORT = {"PYTEST_CURRENT_TEST"}
+_servers: dict[Kind, ForkServer] = {}
 
 
-def same_environment(a: dict[str, str], b: dict[str, str]) -> bool:
-    """Whether a server started in environment `a` may serve a caller in `b`."""
-    def kept(env):
-        return {k: v for k, v in env.items() if k not in _NOT_READ_AT_IMPORT}
-    return kept(a) == kept(b)
-
-
-def fork_server(env: dict[str, str], root: str) -> ForkServer:
-    """The running server for `env`; a new one (the old one ended) if `env` has changed."""
-    global _server
-    if _server is not None and not (same_environment(_server.env, env) and _server.alive()):
-        _server.close()
-        _server = None
-    if _server is None:
-        _server = ForkServer(env, root)
-    return _server
+def fork_server(kind: Kind, env: dict[str, str], root: str) -> ForkServer:
+    """The running server of `kind` for `env`; a new one (the old one ended) if `env` has
+    changed in a variable that `kind` does not ignore."""
+    server = _servers.get(kind)
+    if server is not None and not (kind.same_environment(server.env, env) and server.alive()):
+        server.close()
+        server = None
+    if server is None:
+        server = _servers[kind] = ForkServer(kind, env, root)
+    return server
 
 
 def available() -> bool:
-    """Fork a rank where forking a process that imported torch is safe and passes fds."""
+    """Fork where forking a process that imported torch is safe and passes fds."""
     return sys.platform == "linux" and hasattr(socket, "send_fds")

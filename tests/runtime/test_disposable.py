@@ -19,7 +19,7 @@ if TYPE_CHECKING:   # a case's `torch` and `dist` are the disposable rank's own 
     import torch.distributed as dist
 
 from helpers.runtime import forkserver
-from helpers.runtime.disposable import run_disposable
+from helpers.runtime.disposable import RANKS, run_disposable
 
 
 def all_reduce_shapes_differ(rank, world_size):
@@ -74,19 +74,19 @@ def test_forked_ranks_run_in_the_callers_folder_environment_and_debug_level(
         tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     outcomes = run_disposable(where_and_how, world_size=2, detail=True)
-    server = forkserver._server
+    server = forkserver._servers[RANKS]
     assert server is not None and server.alive()
     assert _task_count(server.process.pid) == 1, "fork is only safe from one thread"
     assert [o.result for o in outcomes] == [
         ["DebugLevel.DETAIL", str(tmp_path), None, 1, True]] * 2, [o.summary() for o in outcomes]
     # the same environment: the same server, and DETAIL does not stick
     assert run_disposable(where_and_how, world_size=3)[2].result[0] == "DebugLevel.OFF"
-    assert forkserver._server is server
+    assert forkserver._servers[RANKS] is server
     # another environment: a new server; the old one has ended
     monkeypatch.setenv("TUTORIAL_PROBE", "changed")
     outcomes = run_disposable(where_and_how, world_size=2)
     assert [o.result[2] for o in outcomes] == ["changed", "changed"]
-    assert forkserver._server is not server and server.process.poll() == 0
+    assert forkserver._servers[RANKS] is not server and server.process.poll() == 0
 
 
 @pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
@@ -100,11 +100,11 @@ _CALLER = """
 import os, sys
 sys.path.insert(0, sys.argv[1])
 from helpers.runtime import forkserver
-from helpers.runtime.disposable import run_disposable
+from helpers.runtime.disposable import RANKS, run_disposable
 def case(rank, world_size):
     return rank
 assert [o.result for o in run_disposable(case, world_size=2)] == [0, 1]
-print(forkserver._server.process.pid, flush=True)
+print(forkserver._servers[RANKS].process.pid, flush=True)
 os.kill(os.getpid(), 9)
 """
 

@@ -1,0 +1,78 @@
+"""tools.execute's kernels: forked from a server that imported torch, matplotlib, ipyparallel
+and helpers (helpers/runtime/forkserver.py), and otherwise what a launched kernel is: in
+the notebook's folder, with the caller's environment as it is now, pyplot's figures shown
+inline, interruptible, and gone after the run."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from helpers.runtime import forkserver
+from tools.execute import private_kernel, run_notebook
+
+pytestmark = pytest.mark.skipif(not forkserver.available(), reason="no fork server here")
+
+PROBE = """\
+import os, sys, threading
+import matplotlib.pyplot as plt
+plt.plot([0, 1], [1, 0])
+print(os.getppid(), os.getcwd(), os.environ.get("TUTORIAL_PROBE"), sys.path[0],
+      threading.main_thread() is threading.current_thread(), sep="|")"""
+
+
+def _notebook(folder: Path, source: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    path = folder / "probe.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_a_forked_kernel_runs_in_the_notebooks_folder_and_environment(tmp_path, monkeypatch):
+    notebook = _notebook(tmp_path, PROBE)
+    kernels = []
+    for value in ("first", "second"):      # an environment changed in between reaches it
+        monkeypatch.setenv("TUTORIAL_PROBE", value)
+        nb = run_notebook(notebook, tmp_path / "out.ipynb")
+        outputs = nb.cells[0].outputs
+        parent, cwd, probe, path0, main = next(
+            o.text for o in outputs if o.output_type == "stream").strip().split("|")
+        assert (cwd, probe, path0, main) == (str(tmp_path), value, str(tmp_path), "True")
+        assert any("image/png" in o.get("data", {}) for o in outputs), "no inline figure"
+        kernels.append(int(parent))
+    server = forkserver._servers[next(k for k in forkserver._servers
+                                      if k.entry == "tools.execute:forked_kernel")]
+    assert kernels == [server.process.pid] * 2, "the kernels were not forked by one server"
+    assert not [p for p in psutil.Process(server.process.pid).children()
+                if p.status() != psutil.STATUS_ZOMBIE], "a kernel outlived its run"
+
+
+def test_a_forked_kernel_is_interrupted(tmp_path):
+    with private_kernel("python3") as km:
+        km.start_kernel(cwd=str(tmp_path))
+        client = km.client()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=120)
+            client.execute("import time; time.sleep(60)")
+            time.sleep(1)
+            start = time.monotonic()
+            km.interrupt_kernel()
+            reply = client.get_shell_msg(timeout=30)
+            assert reply["content"]["status"] == "error"
+            assert reply["content"]["ename"] == "KeyboardInterrupt"
+            assert time.monotonic() - start < 30
+            assert isinstance(km.provisioner.process, forkserver.ForkedChild)
+            pid = km.provisioner.pid
+        finally:
+            client.stop_channels()
+    deadline = time.monotonic() + 10     # the server reaps it
+    while psutil.pid_exists(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not psutil.pid_exists(pid), "the kernel outlived private_kernel"
