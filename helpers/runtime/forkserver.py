@@ -57,6 +57,7 @@ def fork_child(request, fds):
     pid = os.fork()
     if pid:
         return pid
+    code = 1
     try:                               # the child: the server's imports, nothing else
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -71,13 +72,19 @@ def fork_child(request, fds):
         os.chdir(request["cwd"])
         sys.path[:] = [request["cwd"]] + path[1:]     # as `python -m` in that folder has it
         entry(request["spec"], fds[3:])
-        sys.stdout.flush(); sys.stderr.flush()
-        os._exit(0)
-    finally:
+        code = 0
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+    except BaseException:
         import traceback
         traceback.print_exc()
-        sys.stderr.flush()
-        os._exit(1)
+    finally:
+        try:
+            import atexit
+            atexit._run_exitfuncs()    # what the child registered, as an ending python runs
+            sys.stdout.flush(); sys.stderr.flush()
+        finally:
+            os._exit(code)
 
 
 while True:

@@ -76,3 +76,14 @@ def test_a_forked_kernel_is_interrupted(tmp_path):
     while psutil.pid_exists(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not psutil.pid_exists(pid), "the kernel outlived private_kernel"
+
+
+def test_a_forked_kernel_runs_its_exit_handlers(tmp_path):
+    """helpers.scale.checkpoints.checkpoint_dir removes its folder at the kernel's exit."""
+    notebook = _notebook(tmp_path, "import atexit, pathlib\n"
+                                   "atexit.register(pathlib.Path('exited').write_text, 'yes')")
+    run_notebook(notebook, tmp_path / "out.ipynb")
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "exited").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "exited").read_text() == "yes"
