@@ -124,8 +124,7 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
                 spec = {"rank": rank, "world_size": world_size, "port": port,
                         "listen_fd": listener.fileno() if rank == 0 else None,
                         "timeout_s": timeout_s, "detail": detail,
-                        "source": source, "name": name, "args": dict(args or {}),
-                        "root": _ROOT}
+                        "source": source, "name": name, "args": dict(args or {})}
                 out = open(Path(tmp) / f"{rank}.out", "w+")
                 err = open(Path(tmp) / f"{rank}.err", "w+")
                 logs.append((out, err))
