@@ -1180,8 +1180,8 @@ CLAIMS: tuple[Claim, ...] = (
           "test",
           "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
     Claim("24-paced-bubbles-rank-as-formulas", "24_pipeline_schedules", "paced-read",
-          "With actions of fixed length, the measured bubbles rank the schedules as the "
-          "formulas\ndo, at each *m*", "test",
+          "With actions of fixed length, the measured bubbles should rank the schedules as "
+          "the\nformulas do, at each *m*", "test",
           "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
     # 24: make bench's rows (bench-vs-torch-md)
     Claim("24-bench-torch-no-batch-grad", "24_pipeline_schedules", "bench-vs-torch-md",
