@@ -74,9 +74,11 @@ def _assert_torch_1f1b_as_ours(record: dict, n: int, model) -> None:
 
 
 # The paced stages (compute that sleeps, leaving the cores free, as a GPU per rank does):
-# the measured bubble (the faster of two repeats) falls with m as (p − 1)/(m + p − 1) does.
-# Calibrated from 6 executions of this test's notebook (p = 2, 3, 4, twice each) on this
-# 2-core machine beside four other sessions' tests and a browser (load average 10-16),
+# the measured bubble (the fastest of three repeats, taken in turn) falls with m as
+# (p − 1)/(m + p − 1) does.
+# Calibrated (two repeats back to back, then) from 6 executions of this test's notebook
+# (p = 2, 3, 4, twice each) on this 2-core machine beside four other sessions' tests and a
+# browser (load average 10-16),
 # the faster repeat recomputed from the saved runs: the worst rise from one m to the next
 # was 0.074 (p = 3, 1F1B, m = 4 → 8), measured − formula stayed in [0.001, 0.248], and the
 # fall from m = 1 to m = 8 was at least 0.47 of the formula's. With the real compute, in
