@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 # The server: import `preload` once, then fork a child per request that calls `entry`.
@@ -90,7 +89,7 @@ def fork_child(request, fds):
 while True:
     for key, _ in selector.select():
         if key.fileobj is sock:
-            message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 4)
+            message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
             if not message:            # the caller is gone: so are the children
                 for pid in children:
                     try:
@@ -98,7 +97,7 @@ while True:
                     except OSError:
                         pass
                 sys.exit(0)
-            with open(json.loads(message)["request"]) as file:
+            with os.fdopen(fds.pop(0)) as file:    # the request: a file with no name
                 request = json.load(file)
             pid = fork_child(request, fds)
             children.add(pid)
@@ -160,8 +159,6 @@ class ForkServer:
             pass_fds=(theirs.fileno(),), start_new_session=True)
         theirs.close()
         self._sock = ours
-        self._requests = 0
-        self._folder = tempfile.TemporaryDirectory(prefix="forkserver-")  # owner-only
         self._receive("ready", START_LIMIT_S)
 
     def alive(self) -> bool:
@@ -172,14 +169,12 @@ class ForkServer:
         `env`, with fds[0:3] as its stdin, stdout and stderr (the rest passed on)."""
         if not self.kind.same_environment(self.env, env):
             raise ValueError("this fork server was started in another environment")
-        self._requests += 1
-        request = Path(self._folder.name) / f"request-{self._requests}.json"
-        request.write_text(json.dumps({"spec": spec, "cwd": cwd, "env": env}))
-        try:
-            socket.send_fds(self._sock, [json.dumps({"request": str(request)}).encode()], fds)
+        with tempfile.TemporaryFile("w+") as request:    # unlinked: nothing left behind
+            json.dump({"spec": spec, "cwd": cwd, "env": env}, request)
+            request.flush()
+            request.seek(0)
+            socket.send_fds(self._sock, [b"request"], [request.fileno(), *fds])
             return ForkedChild(self, self._receive("started", START_LIMIT_S))
-        finally:
-            request.unlink()
 
     def collect(self, timeout_s: float = 0.0) -> None:
         """Take in the children's ends the server has reported, waiting up to `timeout_s`."""
@@ -202,7 +197,6 @@ class ForkServer:
             self.process.kill()
             self.process.wait()
         self._log.close()
-        self._folder.cleanup()
 
     def _receive(self, kind: str, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s

@@ -120,14 +120,17 @@ def test_the_fork_server_ends_with_its_caller(tmp_path):
 
     caller = tmp_path / "caller.py"     # a file: run_disposable ships the case's source
     caller.write_text(_CALLER)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     done = subprocess.run([sys.executable, str(caller), str(REPO)], capture_output=True,
-                          text=True, timeout=240)
+                          text=True, timeout=240, env={**os.environ, "TMPDIR": str(tmp)})
     assert done.returncode == -9, done.stderr[-2000:]
     server_pid = int(done.stdout.split()[-1])
     deadline = time.monotonic() + 10
     while os.path.exists(f"/proc/{server_pid}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{server_pid}"), "the fork server outlived its caller"
+    assert list(tmp.iterdir()) == []    # a caller killed at once leaves no file behind
 
 
 def test_without_a_fork_server_each_rank_is_a_new_python(monkeypatch):
