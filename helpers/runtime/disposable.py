@@ -101,7 +101,8 @@ def case_source(case: Callable[..., Any]) -> str:
 
 def run_disposable(case: Callable[..., Any], world_size: int = 2,
                    args: dict[str, Any] | None = None, timeout_s: float = 5.0,
-                   limit_s: float = 60.0, detail: bool = False) -> list[RankOutcome]:
+                   limit_s: float = 60.0, detail: bool = False,
+                   group: bool = True) -> list[RankOutcome]:
     """Run `case(rank, world_size, **args)` on `world_size` fresh gloo processes.
 
     Returns one RankOutcome per rank. `args` must be JSON values (they travel as JSON).
@@ -109,6 +110,8 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
     `timeout_s` is the group's timeout (every collective raises after it); `limit_s`
     bounds the whole run: a process still alive then is killed and reported as such.
     `detail=True` turns on TORCH_DISTRIBUTED_DEBUG=DETAIL in the processes.
+    `group=False`: the processes join no group and call `case(**args)`, for a case that
+    makes a group of its own (a fake one, say) and leaves none in the caller.
     """
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, not {world_size}")
@@ -123,7 +126,7 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
             for rank in range(world_size):
                 spec = {"rank": rank, "world_size": world_size, "port": port,
                         "listen_fd": listener.fileno() if rank == 0 else None,
-                        "timeout_s": timeout_s, "detail": detail,
+                        "timeout_s": timeout_s, "detail": detail, "group": group,
                         "source": source, "name": name, "args": dict(args or {})}
                 out = open(Path(tmp) / f"{rank}.out", "w+")
                 err = open(Path(tmp) / f"{rank}.err", "w+")

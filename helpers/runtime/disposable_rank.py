@@ -1,5 +1,6 @@
-"""What one disposable rank runs (helpers/runtime/disposable.py): join a fresh gloo group,
-call the case, print what it returned, raised or took, then wait to be let go.
+"""What one disposable rank runs (helpers/runtime/disposable.py): join a fresh gloo group
+(unless the spec says no group), call the case, print what it returned, raised or took,
+then wait to be let go.
 
 `main` runs in a process of its own: forked from the fork server (forkserver.py), or a new
 `python` (COLD_START) where there is none. The group it joins is this process's own.
@@ -56,14 +57,18 @@ def main(spec: dict) -> None:
 
     dist.set_debug_level_from_env()   # torch read it at import: in a forked rank, the server's
     rank, world_size = spec["rank"], spec["world_size"]
-    store = join("gloo", rank, world_size, "127.0.0.1", spec["port"], spec["timeout_s"],
-                 listen_fd=spec["listen_fd"], store_timeout_s=spec["timeout_s"] + 10)
+    store = None
+    if spec["group"]:
+        store = join("gloo", rank, world_size, "127.0.0.1", spec["port"], spec["timeout_s"],
+                     listen_fd=spec["listen_fd"], store_timeout_s=spec["timeout_s"] + 10)
     namespace = {"torch": torch, "dist": dist, "__name__": "__disposable__"}
     exec(compile(spec["source"], "<case>", "exec"), namespace)
     case = namespace[spec["name"]]
     start = time.monotonic()
     try:
-        report = {"result": encode(case(rank, world_size, **spec["args"]))}
+        value = (case(rank, world_size, **spec["args"]) if spec["group"]
+                 else case(**spec["args"]))       # no group: the case makes its own
+        report = {"result": encode(value)}
     except Exception as err:
         report = {"error": f"{type(err).__name__}: {err}"}
     report["seconds"] = time.monotonic() - start

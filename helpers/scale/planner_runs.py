@@ -3,23 +3,15 @@ for it, CommDebugMode's counts by kind, a fresh process for the fake process gro
 timing of a step (fastest of k), and the prediction-error table."""
 from __future__ import annotations
 
-import inspect
-import json
-import subprocess
-import sys
-import tempfile
-import textwrap
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
 
+from helpers.runtime.disposable import run_disposable
 from helpers.scale.algorithms import interleaved_us
 from helpers.transformer.block import make_block
 from helpers.transformer.sequence_parallel import LocalHeadsAttention
-
-_ROOT = str(Path(__file__).resolve().parents[2])
 
 # CommDebugMode's op names → the collective (c10d's own ops and the functional ones).
 KIND_OF_OP = {"allreduce_": "all_reduce", "all_reduce": "all_reduce",
@@ -83,21 +75,14 @@ def debug_counts(comm: Any) -> dict[str, int]:
 
 
 def fresh_process(case: Callable[..., Any], timeout_s: float = 120.0, **kwargs: Any) -> Any:
-    """Run `case(**kwargs)` (a function written in a notebook cell) in a new python process
-    and return what it returned (JSON): a fake process group there leaves none here."""
-    source = textwrap.dedent(inspect.getsource(case))
-    script = (f"import json, sys\nsys.path.insert(0, {_ROOT!r})\n{source}\n"
-              f"print('@@result ' + json.dumps({case.__name__}(**{kwargs!r})))\n")
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(script)
-    done = subprocess.run([sys.executable, f.name], capture_output=True, text=True,
-                          timeout=timeout_s, cwd=_ROOT)
-    Path(f.name).unlink()
-    for line in done.stdout.splitlines():
-        if line.startswith("@@result "):
-            return json.loads(line[len("@@result "):])
-    raise RuntimeError(f"{case.__name__} failed (exit {done.returncode}):\n"
-                       f"{done.stderr[-2000:]}")
+    """Run `case(**kwargs)` (a function written in a notebook cell) in a process of its own
+    and return what it returned (as JSON has it): a fake process group there leaves none
+    here. The process is a disposable one that joins no group (helpers.runtime.disposable)."""
+    [outcome] = run_disposable(case, world_size=1, args=kwargs, limit_s=timeout_s, group=False)
+    if outcome.returncode != 0 or outcome.error is not None:
+        raise RuntimeError(f"{case.__name__} failed: {outcome.summary()}\n"
+                           f"{outcome.stderr[-2000:]}")
+    return outcome.result
 
 
 def fastest_pair(step: Callable[[], Any], compute: Callable[[], Any], k: int,

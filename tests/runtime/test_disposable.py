@@ -140,3 +140,19 @@ def test_without_a_fork_server_each_rank_is_a_new_python(monkeypatch):
                               detail=True)
     assert all(o.error and "Detected mismatch" in o.error for o in outcomes), [
         o.summary() for o in outcomes]
+
+
+def makes_its_own_group(size):
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    joined_before = dist.is_initialized()
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=size)
+    got = [joined_before, dist.get_world_size()]
+    dist.destroy_process_group()
+    return got
+
+
+@pytest.mark.parametrize("size", [8, 1024])
+def test_without_a_group_the_case_is_called_with_its_args_only(size):
+    [outcome] = run_disposable(makes_its_own_group, world_size=1, args={"size": size},
+                               group=False)
+    assert outcome.returncode == 0 and outcome.result == [False, size], outcome.summary()
