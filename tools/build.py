@@ -141,8 +141,9 @@ def engines_note(nb: nbformat.NotebookNode) -> str:
     return ""
 
 
-def build_one(notebook: Path, timeout_s: int) -> bool:
-    """Execute one notebook; write its executed copy and stamp; print its progress line."""
+def build_one(notebook: Path, timeout_s: int, card: bool = False) -> bool:
+    """Execute one notebook; write its executed copy and stamp (and, with `card`, its card
+    picture: drawn here, in the lanes, not at the end); print its progress line."""
     key = fingerprint(notebook)
     t0 = time.monotonic()
     try:
@@ -159,7 +160,8 @@ def build_one(notebook: Path, timeout_s: int) -> bool:
     atomic_write(EXECUTED_DIR / notebook.name, nbformat.writes(nb))
     atomic_write(STAMP_DIR / f"{notebook.stem}.sha256", key)
     atomic_write(STAMP_DIR / f"{notebook.stem}.seconds", f"{seconds:.1f}")
-    print(f"{notebook.name:<32} {seconds:6.1f} s  ok{engines_note(nb)}", flush=True)
+    note = write_card_picture(notebook.stem, EXECUTED_DIR / notebook.name) if card else ""
+    print(f"{notebook.name:<32} {seconds:6.1f} s  ok{engines_note(nb)}{note}", flush=True)
     return True
 
 
@@ -183,15 +185,17 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False,
     if jobs > 1 and len(todo) > 1:
         from tools.lanes import run_lanes
 
-        failed = run_lanes(todo, jobs, timeout_s, STAMP_DIR)
+        failed = run_lanes(todo, jobs, timeout_s, STAMP_DIR, cards=render_site)
     else:
-        failed = [notebook.name for notebook in todo if not build_one(notebook, timeout_s)]
+        failed = [notebook.name for notebook in todo
+                  if not build_one(notebook, timeout_s, card=render_site)]
     if not render_site:
         return 1 if failed else 0
     t0 = time.monotonic()
     pages = site_pages(notebooks)
-    for page in pages:      # every card, from the results as they are now (cheap)
-        note = write_card_picture(page.stem, page)
+    drawn = {notebook.name for notebook in todo} - set(failed)    # their cards: just now
+    for page in (page for page in pages if page.name not in drawn):
+        note = write_card_picture(page.stem, page)   # from the results as they are now
         if note:
             print(f"{page.name:<32} {note.strip()}", flush=True)
     try:
@@ -238,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.lane:                       # tools.lanes: the notebooks come on stdin
         from tools.lanes import lane
 
-        return lane(lambda notebook: build_one(notebook, args.timeout))
+        return lane(lambda notebook: build_one(notebook, args.timeout, card=args.site))
     notebooks = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb"))
     # The notebooks' kernels inherit it (and it is one of the SETTINGS of a page).
     os.environ["TUTORIAL_WARM_START"] = "0" if args.cold else "1"

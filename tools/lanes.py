@@ -52,8 +52,10 @@ def lane(build_one: Callable[[Path], bool]) -> int:
     return 0
 
 
-def run_lanes(notebooks: list[Path], jobs: int, timeout_s: int, stamps: Path) -> list[str]:
-    """Build `notebooks` on `jobs` lanes; the names of those that failed.
+def run_lanes(notebooks: list[Path], jobs: int, timeout_s: int, stamps: Path,
+              cards: bool = True) -> list[str]:
+    """Build `notebooks` on `jobs` lanes; the names of those that failed. With `cards`, each
+    lane draws the card picture of each notebook it built.
 
     Progress lines come through as the lanes print them, whole lines at a time.
     """
@@ -74,7 +76,8 @@ def run_lanes(notebooks: list[Path], jobs: int, timeout_s: int, stamps: Path) ->
         folder = tempfile.mkdtemp(prefix="nccl-lane-") if index else None
         env = dict(os.environ, **({"IPYTHONDIR": folder} if folder else {}))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.build", "--lane", "--timeout", str(timeout_s)],
+            [sys.executable, "-m", "tools.build", "--lane", "--timeout", str(timeout_s),
+             *([] if cards else ["--no-site"])],
             cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             text=True, bufsize=1)
         try:

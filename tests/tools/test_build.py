@@ -159,6 +159,35 @@ def _source_copy(tmp_path):
     return root
 
 
+def test_each_card_is_drawn_once_where_its_notebook_was_built(tmp_path, monkeypatch):
+    """A card picture is drawn right after its notebook executes (in its lane, with two);
+    the site step draws only the cards of pages not executed now; --no-site draws none."""
+    from tools import build
+
+    notebooks = [_notebook(tmp_path / f"9{i}_card.ipynb", "1") for i in (1, 2, 3)]
+    events: list[tuple[str, str]] = []
+
+    def fake_execute(notebook, timeout_s):
+        events.append(("execute", notebook.stem))
+        return nbformat.v4.new_notebook()
+
+    monkeypatch.setattr(build, "fingerprint", lambda nb: nb.read_text())
+    monkeypatch.setattr(build, "execute", fake_execute)
+    monkeypatch.setattr(build, "write_card_picture",
+                        lambda stem, executed: events.append(("card", stem)) or "")
+    monkeypatch.setattr(build.site, "render", lambda *args: events.append(("site", "")))
+    monkeypatch.setattr(build, "NOTEBOOK_DIR", tmp_path)
+    for name in ("HTML_DIR", "STAMP_DIR", "EXECUTED_DIR"):
+        monkeypatch.setattr(build, name, tmp_path / "build" / name.lower())
+
+    assert build.build(notebooks[:2], render_site=False) == 0
+    assert events == [("execute", "91_card"), ("execute", "92_card")]     # no card
+    events.clear()
+    assert build.build(notebooks) == 0      # 91 and 92 up to date, 93 executed now
+    assert events == [("execute", "93_card"), ("card", "93_card"), ("card", "91_card"),
+                      ("card", "92_card"), ("site", "")]
+
+
 def test_only_what_a_notebook_uses_executes_it_again(tmp_path, monkeypatch, capsys):
     from tools import build
 
