@@ -292,12 +292,12 @@ def plot_timelines(timelines: dict[str, Sequence[Sequence]], title: str):
                                                          * len(next(iter(timelines.values())))),
                              squeeze=False)
     for ax, (name, events_by_rank) in zip(axes[:, 0], timelines.items()):
+        labelled = 0.02 * step_time(events_by_rank)      # spans wider than this get their mb
         for r, events in enumerate(events_by_rank):
+            ax.broken_barh([(begin * 1e3, (end - begin) * 1e3) for _, _, begin, end in events],
+                           (r - 0.4, 0.8), color=[COLOURS[kind] for kind, *_ in events])
             for kind, mb, begin, end in events:
-                ax.broken_barh([(begin * 1e3, (end - begin) * 1e3)], (r - 0.4, 0.8),
-                               color=COLOURS[kind])
-                if kind in COMPUTE and mb is not None and (end - begin) * 1e3 > 0.02 * (
-                        step_time(events_by_rank) * 1e3):
+                if kind in COMPUTE and mb is not None and end - begin > labelled:
                     ax.text((begin + end) / 2 * 1e3, r, str(mb), ha="center", va="center",
                             fontsize=7, color="white")
         bubbles = bubble_fraction(events_by_rank)
