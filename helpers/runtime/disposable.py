@@ -2,7 +2,8 @@
 
 Some mistakes do not raise on gloo: they kill the receiving process (SIGABRT from gloo's
 own checks), which no timeout can catch. The notebooks show such
-cases for real with `run_disposable`: the case is an ordinary function of
+cases for real with `run_disposable` (or `start_disposable`, which does not wait, so that
+several cases run at once): the case is an ordinary function of
 `(rank, world_size)` written in a notebook cell, its source is shipped to `world_size`
 new processes that form their own gloo group (a new TCPStore on 127.0.0.1, gloo pinned
 to `lo`, a short timeout), and each process reports what the function returned, what it
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -113,28 +115,71 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
     `group=False`: the processes join no group and call `case(**args)`, for a case that
     makes a group of its own (a fake one, say) and leaves none in the caller.
     """
+    return start_disposable(case, world_size, args, timeout_s, limit_s, detail,
+                            group).outcomes()
+
+
+def start_disposable(case: Callable[..., Any], world_size: int = 2,
+                     args: dict[str, Any] | None = None, timeout_s: float = 5.0,
+                     limit_s: float = 60.0, detail: bool = False,
+                     group: bool = True) -> "DisposableRun":
+    """`run_disposable`'s run, started and not waited for: several cases run at once, and
+    their timeouts overlap. `.outcomes()` waits for it (`limit_s` counts from now)."""
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, not {world_size}")
     source, name = case_source(case), case.__name__
     listener = listening_socket("127.0.0.1")
     port = listener.getsockname()[1]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    with tempfile.TemporaryDirectory(prefix="disposable-") as tmp:
+    run = DisposableRun(time.monotonic() + limit_s)
+    try:
         server = forkserver.fork_server(RANKS, env, _ROOT) if forkserver.available() else None
-        procs, logs = [], []
-        try:
-            for rank in range(world_size):
-                spec = {"rank": rank, "world_size": world_size, "port": port,
-                        "listen_fd": listener.fileno() if rank == 0 else None,
-                        "timeout_s": timeout_s, "detail": detail, "group": group,
-                        "source": source, "name": name, "args": dict(args or {})}
-                out = open(Path(tmp) / f"{rank}.out", "w+")
-                err = open(Path(tmp) / f"{rank}.err", "w+")
-                logs.append((out, err))
-                procs.append(_start_rank(server, spec, env, out, err))
-        finally:
-            listener.close()
-        _wait_until_reported(procs, [out for out, _ in logs], time.monotonic() + limit_s)
+        for rank in range(world_size):
+            spec = {"rank": rank, "world_size": world_size, "port": port,
+                    "listen_fd": listener.fileno() if rank == 0 else None,
+                    "timeout_s": timeout_s, "detail": detail, "group": group,
+                    "source": source, "name": name, "args": dict(args or {})}
+            out = open(Path(run.folder.name) / f"{rank}.out", "w+")
+            err = open(Path(run.folder.name) / f"{rank}.err", "w+")
+            run.logs.append((out, err))
+            run.procs.append(_start_rank(server, spec, env, out, err))
+    except BaseException:
+        run.abandon()
+        raise
+    finally:
+        listener.close()
+    return run
+
+
+class DisposableRun:
+    """The ranks of one disposable run (start_disposable), until `outcomes()` collects
+    them. One dropped uncollected is ended: its ranks killed, its files removed."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.folder = tempfile.TemporaryDirectory(prefix="disposable-")
+        self.procs: list = []
+        self.logs: list = []
+        self._outcomes: list[RankOutcome] | None = None
+        self._end = weakref.finalize(self, _kill_all, self.procs)
+
+    def abandon(self) -> None:
+        """Kill the ranks and remove their files, without reading what they said."""
+        self._end()
+        for out, err in self.logs:
+            out.close()
+            err.close()
+        self.folder.cleanup()
+
+    def outcomes(self) -> list[RankOutcome]:
+        """Wait until every rank has reported or died (or the limit), then how each ended."""
+        if self._outcomes is None:
+            self._outcomes = self._collect()
+        return self._outcomes
+
+    def _collect(self) -> list[RankOutcome]:
+        procs, logs = self.procs, self.logs
+        _wait_until_reported(procs, [out for out, _ in logs], self.deadline)
         codes: list[int | None] = []
         for proc in procs:
             proc.stdin.close()   # every rank reported or died: the live ones may go
@@ -146,6 +191,7 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
             if code is None:
                 os.killpg(proc.pid, signal.SIGKILL)   # our own child's session
                 proc.wait()
+        self._end.detach()
         outcomes = []
         for rank, ((out, err), code) in enumerate(zip(logs, codes)):
             out.seek(0)
@@ -160,7 +206,18 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
             out.close()
             err.close()
             outcomes.append(outcome)
-    return outcomes
+        self.folder.cleanup()
+        return outcomes
+
+
+def _kill_all(procs: list) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait()
 
 
 def _start_rank(server: forkserver.ForkServer | None, spec: dict, env: dict[str, str],

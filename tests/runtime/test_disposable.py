@@ -156,3 +156,56 @@ def test_without_a_group_the_case_is_called_with_its_args_only(size):
     [outcome] = run_disposable(makes_its_own_group, world_size=1, args={"size": size},
                                group=False)
     assert outcome.returncode == 0 and outcome.result == [False, size], outcome.summary()
+
+
+def waits_for_the_other_run(rank, world_size, folder, mine, theirs):
+    import os
+    import time
+    open(os.path.join(folder, f"{mine}-{rank}"), "w").close()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.path.join(folder, f"{theirs}-{rank}")):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_started_runs_run_at_once_and_each_reports_its_own(tmp_path, world_size):
+    """Each rank of run a waits for its peer in run b and the other way round: both
+    return True only if the two runs were under way at the same time."""
+    from helpers.runtime.disposable import start_disposable
+
+    runs = [start_disposable(waits_for_the_other_run, world_size=world_size,
+                             args={"folder": str(tmp_path), "mine": a, "theirs": b})
+            for a, b in (("a", "b"), ("b", "a"))]
+    for run in runs:
+        assert [o.result for o in run.outcomes()] == [True] * world_size
+    assert runs[0].outcomes() is runs[0].outcomes()      # collected once
+
+
+def sleeps(rank, world_size):
+    import os
+    import time
+    print(f"pid {os.getpid()}", flush=True)
+    time.sleep(120)
+
+
+def test_a_run_dropped_uncollected_is_ended():
+    import gc
+    import os
+    import time
+
+    from helpers.runtime.disposable import start_disposable
+
+    run = start_disposable(sleeps, world_size=2)
+    pids = [proc.pid for proc in run.procs]
+    folder = run.folder.name
+    deadline = time.monotonic() + 60
+    while any(not open(out.name).read() for out, _ in run.logs):   # both are sleeping
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    del run
+    gc.collect()
+    assert not [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
+    assert not os.path.exists(folder)
