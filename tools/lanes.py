@@ -5,7 +5,8 @@ one another (gloo's handshakes, timeouts that the debugging notebooks run into o
 purpose). A lane is a `python -m tools.build --lane` process that builds the notebooks
 written to its stdin, one a line, and ends each with a DONE line. The lanes take the
 notebooks from one queue, the longest first (by their last run, tools.build's
-.seconds stamps), so none is left running alone at the end for long.
+.seconds stamps; in a clean build, the run times kept in the instructors' kit), so none is
+left running alone at the end for long.
 
 Each lane but the first has an IPYTHONDIR of its own: warm engines are named after it
 (helpers.runtime.warm), so the lanes never take over one another's engines, and a lane's
@@ -13,6 +14,7 @@ clean-up ends only its own leftovers. A lane ends its warm engines when its stdi
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -27,13 +29,20 @@ from helpers.paths import REPO_ROOT
 
 DONE = "\x1enotebook done: "      # a record separator first: no notebook prints this line
 UNKNOWN_S = 60.0                   # a notebook never built here: somewhere in the middle
+KIT_TIMES = REPO_ROOT / "docs" / "kit" / "measured.json"   # tools.kit's, run_s per notebook
 
 
-def expected_seconds(notebook: Path, stamps: Path) -> float:
-    """How long the notebook took the last time it was built here (UNKNOWN_S if never)."""
+def expected_seconds(notebook: Path, stamps: Path, kit: Path = KIT_TIMES) -> float:
+    """How long the notebook took the last time it was built here; never built here (a
+    clean build), its run time in the instructors' kit (docs/kit/measured.json, committed);
+    UNKNOWN_S if neither has it."""
     try:
         return float((stamps / f"{notebook.stem}.seconds").read_text())
     except (OSError, ValueError):
+        pass
+    try:
+        return float(json.loads(kit.read_text())[notebook.stem]["run_s"])
+    except (OSError, ValueError, KeyError, TypeError):
         return UNKNOWN_S
 
 

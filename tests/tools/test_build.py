@@ -309,3 +309,22 @@ def test_two_lanes_build_at_once_on_engines_of_their_own(tmp_path):
 def test_jobs_must_be_positive(tmp_path):
     run = _build(tmp_path, "--jobs", "0", _notebook(tmp_path / "99_x.ipynb", "1"))
     assert run.returncode == 2 and "--jobs must be 1 or more" in run.stderr
+
+
+def test_lanes_take_the_longest_first_by_last_build_else_by_the_kit(tmp_path):
+    """A notebook's expected time: its .seconds stamp; in a clean build (no stamp), its
+    run time in the kit's measured.json; else UNKNOWN_S."""
+    import json
+
+    from tools.lanes import UNKNOWN_S, expected_seconds
+
+    stamps, kit = tmp_path / "stamps", tmp_path / "measured.json"
+    stamps.mkdir()
+    kit.write_text(json.dumps({"91_a": {"run_s": 40.5}, "92_b": {"run_s": 3.0}}))
+    (stamps / "92_b.seconds").write_text("7.5")
+    got = {stem: expected_seconds(tmp_path / f"{stem}.ipynb", stamps, kit)
+           for stem in ("91_a", "92_b", "93_c")}
+    assert got == {"91_a": 40.5, "92_b": 7.5, "93_c": UNKNOWN_S}
+    from tools.lanes import KIT_TIMES
+    assert set(json.loads(KIT_TIMES.read_text())) == {
+        p.stem for p in (REPO / "notebooks").glob("[0-9]*.ipynb")}   # the kit has them all
