@@ -182,15 +182,24 @@ def stale(notebooks: list[Path], force: bool = False) -> list[Path]:
 def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False,
           render_site: bool = True, jobs: int = 1) -> int:
     todo = stale(notebooks, force)
+
+    def finish(failed: list[str]) -> int:
+        return finish_site(notebooks, todo, failed) if render_site else (1 if failed else 0)
+
     if jobs > 1 and len(todo) > 1:
         from tools.lanes import run_lanes
 
-        failed = run_lanes(todo, jobs, timeout_s, STAMP_DIR, cards=render_site)
-    else:
-        failed = [notebook.name for notebook in todo
-                  if not build_one(notebook, timeout_s, card=render_site)]
-    if not render_site:
-        return 1 if failed else 0
+        codes: list[int] = []     # the site is rendered while the lanes end their engines
+        run_lanes(todo, jobs, timeout_s, STAMP_DIR, cards=render_site,
+                  then=lambda failed: codes.append(finish(failed)))
+        return codes[0]
+    return finish([notebook.name for notebook in todo
+                   if not build_one(notebook, timeout_s, card=render_site)])
+
+
+def finish_site(notebooks: list[Path], todo: list[Path], failed: list[str]) -> int:
+    """The site step: the cards not drawn by this build's lanes, then the book; 1 if it or
+    a notebook (named in `failed`) failed."""
     t0 = time.monotonic()
     pages = site_pages(notebooks)
     drawn = {notebook.name for notebook in todo} - set(failed)    # their cards: just now

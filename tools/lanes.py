@@ -62,15 +62,18 @@ def lane(build_one: Callable[[Path], bool]) -> int:
 
 
 def run_lanes(notebooks: list[Path], jobs: int, timeout_s: int, stamps: Path,
-              cards: bool = True) -> list[str]:
+              cards: bool = True,
+              then: Callable[[list[str]], object] | None = None) -> list[str]:
     """Build `notebooks` on `jobs` lanes; the names of those that failed. With `cards`, each
-    lane draws the card picture of each notebook it built.
+    lane draws the card picture of each notebook it built. `then(failed)` runs once every
+    notebook is done, while the lanes end their engines (the site step, say).
 
     Progress lines come through as the lanes print them, whole lines at a time.
     """
     queue = deque(sorted(notebooks, key=lambda nb: -expected_seconds(nb, stamps)))
     lock = threading.Lock()
     failed: list[str] = []
+    idle = threading.Semaphore(0)      # a release per lane whose notebooks are all done
 
     def say(text: str) -> None:
         with lock:
@@ -110,6 +113,7 @@ def run_lanes(notebooks: list[Path], jobs: int, timeout_s: int, stamps: Path,
                         f"(exit code {proc.wait()})\n")
                     return
         finally:
+            idle.release()
             try:
                 proc.stdin.close()     # the lane ends its warm engines, then exits
             except BrokenPipeError:
@@ -124,7 +128,15 @@ def run_lanes(notebooks: list[Path], jobs: int, timeout_s: int, stamps: Path,
                for i in range(min(jobs, len(notebooks)))]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    for _ in threads:
+        idle.acquire()
     order = {nb.name: i for i, nb in enumerate(notebooks)}
-    return sorted(failed, key=order.get)
+    with lock:
+        failed.sort(key=order.get)
+    try:
+        if then is not None:
+            then(list(failed))
+    finally:
+        for thread in threads:
+            thread.join()
+    return failed
