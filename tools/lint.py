@@ -3,8 +3,8 @@
     python -m tools.lint            # helpers/ tools/ benchmarks/ tests/ and notebooks/*.ipynb
 
 A notebook runs code in three namespaces: the kernel's cells; the `%%px` cells, on every
-engine; and the cases a kernel cell hands to `run_disposable`, whose source runs in fresh
-processes. Each becomes one Python file for ruff (cells in order, so a name defined in one
+engine; and the cases a kernel cell hands to `run_disposable` or `start_disposable`, whose
+source runs in fresh processes. Each becomes one Python file for ruff (cells in order, so a name defined in one
 cell and used in a later one is fine). The engine file starts with the names every engine
 provides (helpers/runtime/engine.py) and those the notebook sends with
 `cluster.push(name=...)`; a case's file with `torch` and `dist`, the names a disposable
@@ -67,14 +67,17 @@ class Script:
         self.origin.append(None)
 
 
+RUNNERS = ("run_disposable", "start_disposable")    # helpers/runtime/disposable.py
+
+
 def _cases(source: str) -> set[str]:
-    """Functions a kernel cell hands to run_disposable(case, ...)."""
+    """Functions a kernel cell hands to run_disposable(case, ...) or start_disposable."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return set()
     return {node.args[0].id for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and getattr(node.func, "id", "") == "run_disposable" and node.args
+            and getattr(node.func, "id", "") in RUNNERS and node.args
             and isinstance(node.args[0], ast.Name)}
 
 

@@ -184,7 +184,7 @@ def test_started_runs_run_at_once_and_each_reports_its_own(tmp_path, world_size)
     assert runs[0].outcomes() is runs[0].outcomes()      # collected once
 
 
-def sleeps(rank, world_size):
+def prints_its_pid_then_sleeps(rank, world_size):
     import os
     import time
     print(f"pid {os.getpid()}", flush=True)
@@ -198,7 +198,7 @@ def test_a_run_dropped_uncollected_is_ended():
 
     from helpers.runtime.disposable import start_disposable
 
-    run = start_disposable(sleeps, world_size=2)
+    run = start_disposable(prints_its_pid_then_sleeps, world_size=2)
     pids = [proc.pid for proc in run.procs]
     folder = run.folder.name
     deadline = time.monotonic() + 60

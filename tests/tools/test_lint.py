@@ -28,12 +28,15 @@ def test_the_engines_names_are_read_from_the_engine():
 
 def test_a_clean_notebook_passes_with_engine_pushed_and_disposable_names(tmp_path):
     root = _tree(tmp_path, [
-        "from helpers.runtime.disposable import run_disposable\ncluster = object()\n"
+        "from helpers.runtime.disposable import run_disposable, start_disposable\n"
+        "cluster = object()\n"
         "cluster.push(steps=3)",
         "%%px\nx = torch.ones(steps, device=device) * rank\ndist.all_reduce(x)",
         "%%px\ny = x + world_size",                    # a name from an earlier %%px cell
         "def case(rank, world_size):\n    return dist.get_rank() + torch.ones(1)\n"
         "run_disposable(case, world_size=2)",
+        "def started(rank, world_size):\n    return dist.get_rank() + torch.ones(1)\n"
+        "start_disposable(started, world_size=2).outcomes()",
         "display(cluster)\n%matplotlib inline\n!ls",     # IPython's own names and lines
     ])
     assert lint.lint(root) == []
