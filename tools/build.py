@@ -132,12 +132,14 @@ def site_pages(notebooks: list[Path]) -> list[Path]:
 
 
 def engines_note(nb: nbformat.NotebookNode) -> str:
-    """' · engines reused' when the notebook's start cell took over warm engines."""
+    """' · engines reused' when the notebook's first start took over warm engines (a later
+    start, as notebook 13's restarts, may reuse the engines its own first start made)."""
     for cell in nb.cells:
         for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
             # the summary is a display (text/plain) in a kernel, a stream elsewhere
-            if REUSED in out.get("text", "") + str(out.get("data", {}).get("text/plain", "")):
-                return " · engines reused"
+            text = out.get("text", "") + str(out.get("data", {}).get("text/plain", ""))
+            if "warm start: " in text:
+                return " · engines reused" if REUSED in text else ""
     return ""
 
 

@@ -262,11 +262,11 @@ def test_make_html_passes_cold_only_when_asked():
 def test_the_progress_line_says_when_engines_were_reused():
     from tools.build import engines_note
 
-    def with_output(text: str) -> nbformat.NotebookNode:
+    def with_output(*texts: str) -> nbformat.NotebookNode:
         nb = nbformat.v4.new_notebook()
-        cell = nbformat.v4.new_code_cell("cluster = start_cluster()")
-        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
-        nb.cells = [cell]
+        nb.cells = [nbformat.v4.new_code_cell("cluster = start_cluster()") for _ in texts]
+        for cell, text in zip(nb.cells, texts):
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
         return nb
 
     summary = "4 rank(s) · backend gloo · collective timeout 60 s · checks off · {}\n"
@@ -275,6 +275,9 @@ def test_the_progress_line_says_when_engines_were_reused():
     assert engines_note(with_output(summary.format(
         "warm start: engines kept for the next notebook"))) == ""
     assert engines_note(with_output(summary.format("local"))) == ""
+    assert engines_note(with_output(       # a later start reused this notebook's engines
+        summary.format("warm start: engines kept for the next notebook"),
+        summary.format("warm start: engines reused, group re-created"))) == ""
 
 
 WHERE = ("import os, time; time.sleep(1)\n"
