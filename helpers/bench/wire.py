@@ -36,10 +36,11 @@ _BYTES_SENT = 200     # __u64 tcpi_bytes_sent      (Linux 4.19)
 _BYTES_RETRANS = 208  # __u64 tcpi_bytes_retrans   (Linux 4.19)
 _INFO_SIZE = 216
 
-# Per socket inode: its "local>remote" key, or None (not TCP). A TCP socket without a
-# peer yet (a listener, a connection under way) is asked again next time.
+# Per socket inode: its "local>remote" key, "local>" for a listener, or None (not TCP).
+# A TCP socket that is neither (a connection under way) is asked again at the next scan.
 _kinds: dict[int, str | None] = {}
 _NO_PEER = "no peer"
+_TCP_LISTEN = 10      # tcpi_state of a listening socket (include/net/tcp_states.h)
 
 
 class WireUnavailable(RuntimeError):
@@ -52,7 +53,8 @@ def _endpoint(address: tuple) -> str:
 
 
 def _classify(fd: int) -> str | None:
-    """The "local>remote" key of a connected TCP socket at fd; None if not TCP."""
+    """The "local>remote" key of a TCP socket at fd ("local>" if it listens); None if not
+    TCP; _NO_PEER while it connects."""
     try:
         sock = socket.socket(fileno=fd)        # wraps the fd: nothing is duplicated
     except OSError:
@@ -62,9 +64,13 @@ def _classify(fd: int) -> str | None:
                                                                    socket.AF_INET6):
             return None
         try:
-            return f"{_endpoint(sock.getsockname())}>{_endpoint(sock.getpeername())}"
+            local = _endpoint(sock.getsockname())
+            return f"{local}>{_endpoint(sock.getpeername())}"
         except OSError:                          # a listener, or not connected yet
-            return _NO_PEER
+            state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+            return f"{local}>" if state == _TCP_LISTEN else _NO_PEER
+    except OSError:
+        return _NO_PEER
     finally:
         sock.detach()                            # never close what belongs to gloo
 
@@ -73,17 +79,26 @@ def _port(endpoint: str) -> int:
     return int(endpoint.rsplit(":", 1)[1])
 
 
-def connections(exclude_ports: set[int], exclude_remotes: frozenset[str] = frozenset()
-                ) -> list[tuple[int, int, str]]:
-    """(fd, inode, "local>remote") of this process's connected TCP sockets.
+def _reverse(key: str) -> str:
+    local, remote = key.split(">")
+    return f"{remote}>{local}"
 
-    Connections with a local or remote port in `exclude_ports`, or a remote end
-    ("host:port") in `exclude_remotes`, are left out, and so are those whose two ends are
-    both in this process.
+
+def scan(exclude_ports: set[int], exclude_remotes: frozenset[str] = frozenset()
+         ) -> tuple[list[tuple[int, int, str]], bool]:
+    """(fd, inode, "local>remote") of this process's connections to other processes, and
+    whether a TCP socket of the process was still connecting (scan again later).
+
+    Left out: a connection whose remote end ("host:port") is in `exclude_remotes`; one
+    whose local port is in `exclude_ports` and served here (this process listens on it:
+    the accepted side of the rendezvous store); and one whose two ends are both in this
+    process (its reverse "remote>local" is here too). Only the whole 4-tuple says that: on
+    one host, another process's connection may have the same local port as one of ours
+    (Linux shares an ephemeral port among connections to different destinations).
     """
     if not os.path.isdir("/proc/self/fd"):
         raise WireUnavailable("counting bytes needs Linux (/proc/self/fd)")
-    found = []
+    found, listening, connecting = [], set(), False
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         try:
@@ -95,16 +110,24 @@ def connections(exclude_ports: set[int], exclude_remotes: frozenset[str] = froze
         kind = _kinds.get(status.st_ino, _NO_PEER)
         if kind == _NO_PEER:
             kind = _kinds[status.st_ino] = _classify(fd)
-        if kind in (None, _NO_PEER):
-            continue
-        local, remote = kind.split(">")
-        if (_port(local) not in exclude_ports and _port(remote) not in exclude_ports
-                and remote not in exclude_remotes):
+        if kind == _NO_PEER:
+            connecting = True
+        elif kind is not None and kind.endswith(">"):
+            listening.add(_port(kind[:-1]))
+        elif kind is not None:
             found.append((fd, status.st_ino, kind))
-    # Both ends in this process (a slurm engine has such a pair, busy a few times a
-    # second): its bytes never leave the process, so they go to no other rank.
-    ends = {key.split(">")[0] for _, _, key in found}
-    return [entry for entry in found if entry[2].split(">")[1] not in ends]
+    keys = {key for _, _, key in found}
+    served = exclude_ports & listening
+    return [entry for entry in found
+            if entry[2].split(">")[1] not in exclude_remotes
+            and _port(entry[2].split(">")[0]) not in served
+            and _reverse(entry[2]) not in keys], connecting
+
+
+def connections(exclude_ports: set[int], exclude_remotes: frozenset[str] = frozenset()
+                ) -> list[tuple[int, int, str]]:
+    """(fd, inode, "local>remote") of this process's connected TCP sockets; see `scan`."""
+    return scan(exclude_ports, exclude_remotes)[0]
 
 
 def read(found: list[tuple[int, int, str]]) -> dict[str, int]:
@@ -137,18 +160,39 @@ def read(found: list[tuple[int, int, str]]) -> dict[str, int]:
     return out
 
 
-def store_ports() -> set[int]:
-    """The port of the default group's rendezvous store: its connections are left out."""
+def _default_store() -> Any:
+    """The default group's rendezvous store (a TCPStore), or None."""
     import torch.distributed as dist
     from torch.distributed import distributed_c10d
 
     if not dist.is_initialized():
-        return set()
+        return None
     store = distributed_c10d._get_default_store()
     while hasattr(store, "underlying_store"):     # PrefixStore around the TCPStore
         store = store.underlying_store
-    port = getattr(store, "port", None)
+    return store
+
+
+def store_ports() -> set[int]:
+    """The port of the default group's rendezvous store: the connections the rank that
+    serves it accepted there are left out."""
+    port = getattr(_default_store(), "port", None)
     return {port} if port else set()
+
+
+def store_endpoints() -> frozenset[str]:
+    """The rendezvous store's "host:port" ends, one per address of its host: every rank's
+    own connection to the store is left out (it carries no collective's data)."""
+    store = _default_store()
+    host, port = getattr(store, "host", None), getattr(store, "port", None)
+    if not host or not port:
+        return frozenset()
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, port,
+                                                               type=socket.SOCK_STREAM)}
+    except OSError:
+        addresses = {host}
+    return frozenset(_endpoint((address, port)) for address in addresses)
 
 
 def controller_endpoints() -> frozenset[str]:
@@ -173,7 +217,7 @@ def controller_endpoints() -> frozenset[str]:
 def counters() -> dict[str, int]:
     """Bytes written so far on each connection of this process but the store's and the
     controller's."""
-    return read(connections(store_ports(), controller_endpoints()))
+    return read(connections(store_ports(), store_endpoints() | controller_endpoints()))
 
 
 def difference(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:
@@ -195,16 +239,19 @@ class Wire:
         self.measured = measurable(group)
         self.sockets: dict[str, int] = {}
         self._ports = store_ports() if self.measured else set()
-        self._controller = controller_endpoints() if self.measured else frozenset()
+        self._remotes = (store_endpoints() | controller_endpoints() if self.measured
+                         else frozenset())
         self._found: list[tuple[int, int, str]] = []
         self._fds: list[str] = []
+        self._connecting = False              # a socket was mid-connect at the last scan
         self._before: dict[str, int] = {}
         self._last: dict[str, int] = {}       # each connection's latest reading
 
     def _read(self) -> dict[str, int]:
         fds = os.listdir("/proc/self/fd")
-        if fds != self._fds:                   # a connection may have come or gone
-            self._fds, self._found = fds, connections(self._ports, self._controller)
+        if fds != self._fds or self._connecting:   # a connection may have come or gone
+            self._fds = fds
+            self._found, self._connecting = scan(self._ports, self._remotes)
         now = read(self._found)
         self._last.update(now)
         return now
@@ -271,15 +318,23 @@ def agrees(measured: float, model: float, calls: int, n: int) -> bool:
 def peer_matrix(sockets: Sequence[Mapping[str, int]]) -> tuple[list[list[int]], list[int]]:
     """Every rank's `wire.sockets` → (sent[i][j] bytes rank i wrote to rank j, other[i]).
 
-    A connection's remote end is a local end of the rank that owns it; bytes on a
-    connection to no rank of the list (an engine's own helper process) go to other[i].
+    A connection "a>b" of rank i goes to the rank that holds its other end, "b>a"; failing
+    that (the peer did not list it), to the rank alone whose local ends include b. Bytes on
+    a connection to no rank of the list (an engine's own helper process) go to other[i].
     """
-    owner = {key.split(">")[0]: rank for rank, table in enumerate(sockets) for key in table}
+    holder = {key: rank for rank, table in enumerate(sockets) for key in table}
+    ends: dict[str, set[int]] = {}
+    for rank, table in enumerate(sockets):
+        for key in table:
+            ends.setdefault(key.split(">")[0], set()).add(rank)
     n = len(sockets)
     sent, other = [[0] * n for _ in range(n)], [0] * n
     for rank, table in enumerate(sockets):
         for key, value in table.items():
-            peer = owner.get(key.split(">")[1])
+            peer = holder.get(_reverse(key))
+            if peer is None:
+                owners = ends.get(key.split(">")[1], set())
+                peer = next(iter(owners)) if len(owners) == 1 else None
             if peer is None or peer == rank:
                 other[rank] += value
             else:

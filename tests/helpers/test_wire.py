@@ -174,3 +174,74 @@ def test_outside_an_engine_no_controller_is_left_out(monkeypatch):
 
     monkeypatch.delitem(sys.modules, "ipyparallel.engine.app", raising=False)
     assert controller_endpoints() == frozenset()
+
+
+PEER = """
+import socket, sys
+port = int(sys.argv[1]); ours = int(sys.argv[2])
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+accepted, _ = listener.accept()
+client = socket.socket()
+client.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+client.bind(("127.0.0.1", port))             # the port our own client has
+client.connect(("127.0.0.1", ours))
+print("connected", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_peer_whose_port_is_one_of_ours_still_counts():
+    """On one host, Linux gives the same ephemeral port to connections with different
+    destinations, so another rank's end of a connection may have the local port of one of
+    ours: that connection is still another process's, and its bytes count (a CI run lost
+    rank 2's writes to rank 3 when only the remote end was compared)."""
+    import socket
+    import subprocess
+    import sys
+
+    from helpers.bench.wire import connections, scan
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    ours = socket.socket()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ours.bind(("127.0.0.1", 0))
+    port = ours.getsockname()[1]
+    peer = subprocess.Popen([sys.executable, "-c", PEER, str(port),
+                             str(listener.getsockname()[1])],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        ours.connect(("127.0.0.1", int(peer.stdout.readline())))
+        assert peer.stdout.readline().strip() == "connected"
+        accepted, _ = listener.accept()
+        keys = {key for _, _, key in connections(set())}
+        assert accepted.getpeername()[1] == port                 # the collision
+        incoming = f"127.0.0.1:{listener.getsockname()[1]}>127.0.0.1:{port}"
+        assert incoming in keys
+        outgoing = f"127.0.0.1:{port}>127.0.0.1:{ours.getpeername()[1]}"
+        assert outgoing in keys
+        # the store's connections: the side served here by its port, a client's by its remote
+        served = {key for _, _, key in connections({listener.getsockname()[1]})}
+        assert incoming not in served and outgoing in served
+        assert {incoming, outgoing} <= {key for _, _, key in
+                                        connections({ours.getpeername()[1]})}
+        assert outgoing not in {key for _, _, key in connections(
+            set(), frozenset({outgoing.split(">")[1]}))}
+        assert scan(set())[1] is False              # a listener is not a connection under way
+        accepted.close()
+    finally:
+        peer.stdin.close()
+        peer.wait(timeout=10)
+        for s in (ours, listener):
+            s.close()
+
+
+def test_peer_matrix_tells_apart_two_ranks_with_the_same_local_port():
+    """Ranks 1 and 2 both have local port 5000 (to different peers): each of rank 0's
+    connections goes to the rank holding its reverse."""
+    r0a, r0b, shared = "127.0.0.1:1000", "127.0.0.1:1001", "127.0.0.1:5000"
+    sockets = [{f"{r0a}>{shared}": 11, f"{r0b}>{shared}": 22},
+               {f"{shared}>{r0a}": 1},
+               {f"{shared}>{r0b}": 2}]
+    matrix, other = peer_matrix(sockets)
+    assert matrix == [[0, 11, 22], [1, 0, 0], [2, 0, 0]] and other == [0, 0, 0]
