@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 from helpers.bench import ratios as settle_ratios
 from helpers.bench.ratios import Group, Ratio
+from helpers.runtime.torchrun import torchrun_command
 from bench_report import (BW_BYTES, LAT_BYTES, Measured, breakdown,
                           report_lines, result_json)
 
@@ -55,8 +56,8 @@ class TorchrunWorker:
         self.folder = Path(tempfile.mkdtemp(prefix="nb-vs-torchrun-worker-"))
         self.k = 0
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone",
-             f"--nproc_per_node={n}", str(HERE / "torchrun_worker.py"), str(self.folder)],
+            torchrun_command(n, str(HERE / "torchrun_worker.py"), str(self.folder),
+                             log_dir=self.folder / "logs"),
             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def wait_until_ready(self, timeout_s: float = 180.0) -> None:
@@ -124,11 +125,11 @@ def mean_ratio(path_rows: list[dict], base_rows: list[dict], key: str) -> float:
 
 def torchrun_start(n: int) -> float:
     """Wall time of a torchrun job that does one all_reduce (launch to exit)."""
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                    f"--nproc_per_node={n}", str(HERE / "torchrun_all_reduce.py")],
-                   cwd=REPO, check=True, capture_output=True, timeout=600)
-    return time.perf_counter() - t0
+    with tempfile.TemporaryDirectory(prefix="nb-vs-torchrun-logs-") as logs:
+        t0 = time.perf_counter()
+        subprocess.run(torchrun_command(n, str(HERE / "torchrun_all_reduce.py"), log_dir=logs),
+                       cwd=REPO, check=True, capture_output=True, timeout=600)
+        return time.perf_counter() - t0
 
 
 def cluster_start(n: int, warm: bool, record: list[dict]) -> float:

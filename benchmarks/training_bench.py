@@ -36,6 +36,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from helpers.bench.quote import SAVED, row_lines  # noqa: E402
+from helpers.runtime.torchrun import torchrun_command  # noqa: E402
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -78,11 +79,11 @@ def run_job(args: argparse.Namespace, out: Path) -> None:
               "timeout_s": min(args.timeout, 600.0)}
     env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
                PYTHONWARNINGS="ignore")
+    logs = tempfile.TemporaryDirectory(prefix="training-bench-logs-")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         f"--nproc_per_node={args.ranks}", str(HERE / "training_worker.py"), str(out),
-         json.dumps(config)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-        start_new_session=True)
+        torchrun_command(args.ranks, str(HERE / "training_worker.py"), str(out),
+                         json.dumps(config), log_dir=logs.name),
+        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         code = proc.wait(timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -93,6 +94,8 @@ def run_job(args: argparse.Namespace, out: Path) -> None:
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        logs.cleanup()
     if code:
         raise SystemExit(f"the training bench's torchrun job failed (exit {code}): see its "
                          "log above")

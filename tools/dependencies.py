@@ -4,7 +4,7 @@
 - the helpers modules it imports, in the notebook, in a `%%px` cell or in a case it hands
   to run_disposable (the notebook's Python as tools.lint reads it), followed transitively
   through helpers/ (imports anywhere in a module, relative ones, and the modules a command
-  list starts, [..., "-m", "helpers.x"], a package's __main__ with it); `from helpers
+  list or call starts, [..., "-m", "helpers.x"], a package's __main__ with it); `from helpers
   import name` counts the module the lazy registry (helpers/__init__.py) takes `name` from;
 - the images it shows: images/<collective>.png of each `load_diagram("...")` (every image when the name is not a literal), and images a
   markdown cell links;
@@ -68,8 +68,9 @@ def _references(text: str, package: str) -> tuple[frozenset[str], frozenset[str]
     """(the module names, helpers..., that Python `text` of `package` imports or starts,
     the names it imports `from helpers`, which the registry maps to modules).
 
-    A started module is a command list [..., "-m", "helpers.x", ...]: helpers.x and, when
-    it is a package, the helpers.x.__main__ that `-m` runs."""
+    A started module is a command list [..., "-m", "helpers.x", ...], or a call given those
+    arguments (`torchrun_command(2, "-m", "helpers.x", ...)`): helpers.x and, when it is a
+    package, the helpers.x.__main__ that `-m` runs."""
     found, from_helpers = set(), set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
@@ -83,8 +84,9 @@ def _references(text: str, package: str) -> tuple[frozenset[str], frozenset[str]
             found |= {f"{module}.{alias.name}" for alias in node.names}  # a submodule, if one
             if module == "helpers":
                 from_helpers |= {alias.name for alias in node.names}
-        elif isinstance(node, (ast.List, ast.Tuple)):
-            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Call)):
+            elements = node.args if isinstance(node, ast.Call) else node.elts
+            words = [e.value if isinstance(e, ast.Constant) else None for e in elements]
             started = {module for flag, module in zip(words, words[1:])
                        if flag == "-m" and isinstance(module, str)}
             found |= started | {f"{module}.__main__" for module in started}

@@ -73,11 +73,16 @@ def check_bench(n_gpus: int) -> None:
     import json
     import subprocess
 
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         f"--nproc_per_node={n_gpus}", "-m", "helpers.bench", "--json",
-         "--collectives", "all_reduce,all_gather", "--min-bytes", "1K", "--max-bytes", "1M"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    import tempfile
+
+    from helpers.runtime.torchrun import torchrun_command
+
+    with tempfile.TemporaryDirectory(prefix="gpu-check-logs-") as logs:
+        done = subprocess.run(
+            torchrun_command(n_gpus, "-m", "helpers.bench", "--json", "--collectives",
+                             "all_reduce,all_gather", "--min-bytes", "1K", "--max-bytes", "1M",
+                             log_dir=logs),
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(done.stdout)
     assert rows and all(r["backend"] == "nccl" and r["busbw"] >= 0 for r in rows), rows[:2]

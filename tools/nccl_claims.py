@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from helpers.paths import REPO_ROOT
+from helpers.runtime.torchrun import torchrun_command
 
 
 @dataclass(frozen=True)
@@ -211,11 +212,12 @@ def _tuning_log(n_gpus: int, max_bytes: str) -> str:
     NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=TUNING (torchrun, this package's bench)."""
     env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="TUNING",
                TORCH_NCCL_BLOCKING_WAIT="1")
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         f"--nproc_per_node={min(n_gpus, 2)}", "-m", "helpers.bench", "--backend", "nccl",
-         "--collectives", "all_reduce", "--min-bytes", "8", "--max-bytes", max_bytes,
-         "--json"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
+    with tempfile.TemporaryDirectory(prefix="nccl-claims-logs-") as logs:
+        done = subprocess.run(
+            torchrun_command(min(n_gpus, 2), "-m", "helpers.bench", "--backend", "nccl",
+                             "--collectives", "all_reduce", "--min-bytes", "8", "--max-bytes",
+                             max_bytes, "--json", log_dir=logs),
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout + done.stderr
 
@@ -333,12 +335,12 @@ def compare_timings(n_gpus: int, sizes: tuple[str, ...] = ("8", "64M")) -> list[
     env = dict(os.environ, TORCH_NCCL_BLOCKING_WAIT="1")
     for timing in ("nccl-tests", "per-call"):
         for size in sizes:
-            done = subprocess.run(
-                [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                 f"--nproc_per_node={n_gpus}", "-m", "helpers.bench", "--json",
-                 "--collectives", "all_reduce", "--min-bytes", size, "--max-bytes", size,
-                 "--timing", timing],
-                cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
+            with tempfile.TemporaryDirectory(prefix="nccl-claims-logs-") as logs:
+                done = subprocess.run(
+                    torchrun_command(n_gpus, "-m", "helpers.bench", "--json", "--collectives",
+                                     "all_reduce", "--min-bytes", size, "--max-bytes", size,
+                                     "--timing", timing, log_dir=logs),
+                    cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
             assert done.returncode == 0, done.stderr[-2000:]
             rows += json.loads(done.stdout)
     print(f"{'timing':<12} {'size (B)':>10} {'time (µs)':>10} {'busbw (GB/s)':>13}")

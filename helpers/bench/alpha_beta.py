@@ -26,7 +26,6 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -334,15 +333,18 @@ def nccl_algo_sweep(gpus: int, max_bytes: str = "64M", iters: int = 20,
     if gpus < 2:
         raise ValueError(f"the NCCL_ALGO/NCCL_PROTO sweep needs 2+ GPUs, got {gpus}")
     import json
+    import tempfile
+
+    from helpers.runtime.torchrun import torchrun_command
 
     results = {}
     for setting in NCCL_SETTINGS:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc_per_node", str(gpus), "-m", "helpers.bench", "--backend", "nccl",
-               "--collectives", "all_reduce", "--max-bytes", max_bytes, "--iters", str(iters),
-               "--json"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, **setting})
+        with tempfile.TemporaryDirectory(prefix="nccl-sweep-logs-") as logs:
+            cmd = torchrun_command(gpus, "-m", "helpers.bench", "--backend", "nccl",
+                                   "--collectives", "all_reduce", "--max-bytes", max_bytes,
+                                   "--iters", str(iters), "--json", log_dir=logs)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                                  env={**os.environ, **setting})
         key = f"{setting['NCCL_ALGO']}/{setting['NCCL_PROTO']}"
         results[key] = json.loads(proc.stdout) if proc.returncode == 0 else []
     return results

@@ -212,3 +212,23 @@ def torchrun_summary(events: list[dict[str, Any]]) -> dict[str, Any]:
         elif e["rank"] == 0:
             a["losses"][e["step"]] = e["loss"]
     return {"attempts": [attempts[k] for k in sorted(attempts)]}
+
+
+# torchrun's agent logs through Python's logging in glog's layout: level and date, time,
+# pid, then the source file's path and line, e.g. "W1203 12:55:26.059000 10697 .venv/…/api.py:1028] ".
+_AGENT_PREFIX = re.compile(r"^[WEIF]\d{4} [\d:.]+ \d+ \S+:\d+\] ")
+
+
+def torchrun_lines(output: str) -> list[str]:
+    """The lines of torchrun's output worth reading: the script's ("@@"), the workers' last
+    error lines, and the agent's records of what it did, each without its log prefix or
+    a path of this machine (the interpreter's, the source file's, gloo's build folder)."""
+    kept = []
+    for line in output.splitlines():
+        if not (line.startswith("@@") or "SIGTERM" in line or "exitcode" in line
+                or "Error" in line):
+            continue
+        line = _AGENT_PREFIX.sub("torchrun: ", line)
+        line = re.sub(r" of binary: \S+", "", line)
+        kept.append(re.sub(r"\[/\S*/", "[", line))
+    return kept

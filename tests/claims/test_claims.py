@@ -1401,6 +1401,12 @@ CLAIMS: tuple[Claim, ...] = (
           "`--standalone`: its own rendezvous on a free port", "source",
           "torch/distributed/run.py (torch 2.13): --standalone starts a c10d rendezvous "
           "(TCP store) on localhost:0, a free port"),
+    Claim("26-torchrun-log-dir", "26_checkpoints_failures", "cell-23b",
+          "else a new /tmp/torchelastic_* a run", "source",
+          "torch/distributed/elastic/multiprocessing/api.py (torch 2.13), DefaultLogsSpecs: "
+          "'if not log_dir: log_dir = tempfile.mkdtemp(prefix=\"torchelastic_\")'; run.py's "
+          "--log-dir defaults to None. with the flag, "
+          "tests/notebooks/test_26_checkpoints_failures.py finds no new torchelastic_* folder"),
     Claim("26-checkpoint-exception-base", "26_checkpoints_failures", "cell-29",
           "It derives from `BaseException`, not `Exception`", "test",
           "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),

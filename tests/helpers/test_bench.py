@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -275,17 +274,22 @@ def test_measure_in_batches_keeps_the_mean_and_the_fastest_batch(world_of_one, m
 # ------------------------------------------------------------------ the command
 
 def run_bench(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc_per_node", str(nproc), "-m", "helpers.bench", *args]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=90)
+    from helpers.runtime.torchrun import torchrun_command
+
+    with tempfile.TemporaryDirectory(prefix="bench-logs-") as logs:
+        cmd = torchrun_command(nproc, "-m", "helpers.bench", *args, log_dir=logs)
+        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=90)
 
 
 @pytest.fixture(scope="module")
 def json_run() -> list[dict]:
     # Factor 3 from 4 B: the split collectives' pieces are 0 up to 12 B, 36 B gives 32 B.
+    elastic_before = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
     proc = run_bench("--json", "--min-bytes", "4", "--max-bytes", "4K", "--factor", "3",
                      "--iters", "3", "--warmup", "1")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # torchrun_command gives --log-dir: torchrun made no folder of its own in /tmp
+    assert set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= elastic_before
     return json.loads(proc.stdout)  # rank 0 alone prints, and only the JSON
 
 

@@ -111,7 +111,8 @@ def test_the_barrier_cell_runs_as_a_torchrun_script(tmp_path):
     path.write_text(script)
     torchrun = Path(sys.executable).with_name("torchrun")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    code, out = run_bounded([str(torchrun), "--standalone", "--nproc_per_node=2", str(path)],
+    code, out = run_bounded([str(torchrun), "--standalone", "--nproc_per_node=2",
+                             "--log-dir", str(tmp_path / "logs"), str(path)],
                             tmp_path, env, timeout_s=180)
     assert code == 0, out
     # not anchored to line starts: the two processes share one pipe, and a line of one

@@ -3,6 +3,10 @@ reloaded at another world size, torchrun restarts; its record checked against re
 computed here, in the test's process (one process, the whole batch, Adam)."""
 from __future__ import annotations
 
+import re
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
 from notebook_runner import execute_with_results, output_text, png_count
@@ -55,8 +59,14 @@ def _no_cross_outside_the_crash(nb) -> None:
 def test_checkpoints_failures_notebook(n_ranks, tmp_path, monkeypatch):
     monkeypatch.setenv("TUTORIAL_BUILD_DIR", str(tmp_path / "build"))  # its build/tmp alone:
     left_before = set((build_dir() / "tmp").glob("26_checkpoints-*"))   # [2] and [4] at once
+    elastic_before = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
     nb, [record] = execute_with_results("26_checkpoints_failures", tmp_path, monkeypatch,
                                         n_ranks=n_ranks)
+    # torchrun kept its logs in the notebook's folder (--log-dir), not in a new temp folder
+    assert set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= elastic_before
+    shown = output_text(nb.cells[[c.get("id") for c in nb.cells].index("cell-23b")])
+    assert "torchrun: failed (exitcode: 1) local_rank" in shown, shown
+    assert not re.search(r"/work/|/tmp/|\.venv|site-packages|^[WEIF]\d{4} ", shown, re.M), shown
     n, m = n_ranks, 4 if n_ranks == 2 else 2
     reports = shown_reports(nb)
     assert len(reports) >= 5 and all(all(ok is True for ok in s.oks) for s in reports), \

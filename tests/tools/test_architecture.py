@@ -52,7 +52,8 @@ def test_the_map_follows_imports_the_registry_and_started_modules(tmp_path):
     (pkg / "sub" / "b.py").write_text(
         "import sys\nCMD = [sys.executable, '-m', 'helpers.sub']\n")
     (pkg / "sub" / "__main__.py").write_text("from . import c\n")
-    (pkg / "sub" / "c.py").write_text("")
+    (pkg / "sub" / "c.py").write_text("RUN = torchrun_command(2, '-m', 'helpers.d')\n")
+    (pkg / "d.py").write_text("")
     (pkg / "unused.py").write_text("")
     (pkg / "plotting.py").write_text("")
     notebooks = tmp_path / "notebooks"
@@ -69,7 +70,8 @@ def test_the_map_follows_imports_the_registry_and_started_modules(tmp_path):
     assert users == {"helpers.a": ["00_one", "02_three"], "helpers.plotting": ["01_two"],
                      "helpers.sub.b": ["00_one", "02_three"],
                      "helpers.sub.__main__": ["00_one", "02_three"],
-                     "helpers.sub.c": ["00_one", "02_three"], "helpers.unused": []}
+                     "helpers.sub.c": ["00_one", "02_three"],
+                     "helpers.d": ["00_one", "02_three"], "helpers.unused": []}
     table = map_markdown(tmp_path)
     assert "| `00_one` | `a` |" in table and "| `sub.c` | 00, 02 |" in table
     assert "| `unused` | none: ? |" in table
