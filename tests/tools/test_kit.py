@@ -5,6 +5,7 @@ student copies."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -156,6 +157,18 @@ def test_an_executed_copy_is_current_only_with_the_stamp_of_the_notebook_as_it_i
     assert not kit.executed_is_current(notebook)
     stamp.write_text(build.fingerprint(notebook))
     assert kit.executed_is_current(notebook)
+    # make html stamps with the TUTORIAL_WARM_START it sets; the kit runs without it
+    for warm in ("1", "0"):
+        monkeypatch.setenv("TUTORIAL_WARM_START", warm)
+        stamp.write_text(build.fingerprint(notebook))
+        monkeypatch.delenv("TUTORIAL_WARM_START")
+        assert kit.executed_is_current(notebook), warm
+        assert "TUTORIAL_WARM_START" not in os.environ
+    monkeypatch.setenv("TUTORIAL_WARM_START", "2")
+    stamp.write_text(build.fingerprint(notebook))
+    monkeypatch.setenv("TUTORIAL_WARM_START", "1")
+    assert not kit.executed_is_current(notebook)
+    assert os.environ["TUTORIAL_WARM_START"] == "1"
 
 
 def test_measured_json_is_what_write_keeps():
