@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 import textwrap
 import threading
 import time
@@ -303,6 +304,7 @@ def test_srun_torchrun_recipe(hosts, request, tmp_path):
            "GLOO_SOCKET_IFNAME": slurm.interface,
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     output = tmp_path / "barrier.out"
+    elastic_before = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
     code, out = run_bounded(["sbatch", "--wait", f"--partition={slurm.partition}",
                              f"--nodes={hosts}", f"--output={output}", f"--chdir={tmp_path}",
                              str(batch)], tmp_path, env, timeout_s=120)
@@ -314,4 +316,8 @@ def test_srun_torchrun_recipe(hosts, request, tmp_path):
     last_arrival = max(float(arrived) for _, arrived, _ in lines)
     assert last_arrival >= 0.19 and all(float(left) >= last_arrival - 0.01
                                         for _, _, left in lines), lines
+    # each node's torchrun kept its logs beside the job, none in a folder of its own
+    assert sorted(p.name for p in (tmp_path / "torchrun-logs").iterdir()) == \
+        [f"node{i}" for i in range(hosts)]
+    assert set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= elastic_before
     assert_queue_empties(slurm)
