@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import nbformat
@@ -40,8 +41,7 @@ import claim_cases_schedules  # noqa: F401  (registers the cases of notebook 24)
 import claim_cases_algorithms  # noqa: F401  (registers the cases of notebook 25)
 import claim_cases_checkpoints  # noqa: F401  (registers the cases of notebook 26)
 import claim_cases_planner  # noqa: F401  (registers the cases of notebook 27)
-from helpers.runtime.disposable import (DisposableRun, RankOutcome, case_source,
-                                        run_disposable, start_disposable)
+from helpers.runtime.disposable import RankOutcome, case_source, run_disposable
 from tools.nccl_claims import CHECKLIST
 
 REPO = Path(__file__).resolve().parents[2]
@@ -1476,7 +1476,7 @@ CLAIMS: tuple[Claim, ...] = (
 # ---------------------------------------------------------------- running them
 
 def _batch(rank, world_size, sources):
-    """Run several cases one after the other in this disposable rank (see _start)."""
+    """Run several cases one after the other in this disposable rank (see _batch_results)."""
     seen = {}
     for name, source in sources.items():
         namespace = dict(globals())
@@ -1493,80 +1493,42 @@ def _batched_keys(n: int, detail: bool) -> list[str]:
                    and entry.detail == detail and n in entry.sizes})
 
 
-GLOO_RUNS = [(c.key, c.evidence, n) for c in CLAIMS if c.kind == "gloo"
-             and c.evidence != "13-detail-cost" for n in CASES[c.evidence].sizes]
-
-# Disposable runs under way at once: a run started ahead of the test that reads it waits
-# out its timeouts meanwhile. One run at a time, the 784 tests took 116 s; 2 at once, 90 s;
-# 4 at once, 69 s. But the ranks keep about one core busy (80 CPU-s in 88 s), and with 2 or
-# 4 at once the other xdist worker's timing checks failed (notebook 15's paced overlap at 4
-# ranks, an aborted rank's peer failing at once): one at a time until the ledger has a
-# worker of its own.
-AHEAD = 1
-
-
-def _run_of(case_key: str, n: int) -> tuple:
-    """The run that holds case `case_key` at world size n: its own, or its size's batch."""
-    entry = CASES[case_key]
-    return ("alone", case_key, n) if entry.alone else ("batch", n, entry.detail)
-
-
-def _start(run: tuple) -> DisposableRun:
-    if run[0] == "alone":
-        entry = CASES[run[1]]
-        return start_disposable(entry.case, world_size=run[2], timeout_s=entry.timeout_s,
-                                limit_s=60.0, detail=entry.detail)
-    _, n, detail = run
-    sources = {CASES[key].case.__name__: case_source(CASES[key].case)
-               for key in _batched_keys(n, detail)}
-    return start_disposable(_batch, world_size=n, args={"sources": sources},
-                            timeout_s=10.0, limit_s=120.0, detail=detail)
-
-
-def _per_case(run: tuple, outcomes: list[RankOutcome]) -> dict[str, list[RankOutcome]]:
-    """Each case's outcomes in a run: a batch's split by case, one case's as they are."""
-    if run[0] == "alone":
-        return {run[1]: outcomes}
+@lru_cache(maxsize=None)
+def _batch_results(n: int, detail: bool) -> dict[str, list[RankOutcome]]:
+    keys = _batched_keys(n, detail)
+    sources = {CASES[key].case.__name__: case_source(CASES[key].case) for key in keys}
+    outcomes = run_disposable(_batch, world_size=n, args={"sources": sources},
+                              timeout_s=10.0, limit_s=120.0, detail=detail)
     assert all(o.returncode == 0 and o.error is None for o in outcomes), \
         [o.summary() for o in outcomes]
-    return {key: [RankOutcome(o.rank, 0, o.result[CASES[key].case.__name__].get("result"),
-                              o.result[CASES[key].case.__name__].get("error"), o.seconds)
-                  for o in outcomes] for key in _batched_keys(run[1], run[2])}
+    per_key = {}
+    for key in keys:
+        name = CASES[key].case.__name__
+        per_key[key] = [RankOutcome(o.rank, 0, o.result[name].get("result"),
+                                    o.result[name].get("error"), o.seconds)
+                        for o in outcomes]
+    return per_key
 
 
-class ClaimRuns:
-    """Every case's outcomes, each run once, started up to AHEAD runs ahead of the tests
-    (in the order the selected tests read them) and collected when a test asks."""
-
-    def __init__(self, order: list[tuple]):
-        self.order = order
-        self.started: dict[tuple, DisposableRun] = {}
-        self.done: dict[tuple, dict[str, list[RankOutcome]]] = {}
-
-    def outcomes(self, case_key: str, n: int) -> list[RankOutcome]:
-        run = _run_of(case_key, n)
-        if run not in self.done:
-            at = self.order.index(run) if run in self.order else len(self.order)
-            for ahead in [run] + self.order[at + 1:at + AHEAD]:
-                if ahead not in self.started and ahead not in self.done:
-                    self.started[ahead] = _start(ahead)
-            self.done[run] = _per_case(run, self.started.pop(run).outcomes())
-        return self.done[run][case_key]
+@lru_cache(maxsize=None)
+def _outcomes(key: str, n: int) -> list[RankOutcome]:
+    """Every rank's outcome of case `key` at world size n (each case runs once per size)."""
+    entry = CASES[key]
+    if entry.alone:
+        return run_disposable(entry.case, world_size=n, timeout_s=entry.timeout_s,
+                              limit_s=60.0, detail=entry.detail)
+    return _batch_results(n, entry.detail)[key]
 
 
-@pytest.fixture(scope="module")
-def claim_runs(request) -> ClaimRuns:
-    selected = [item.callspec.params for item in request.session.items
-                if item.module is request.module and item.originalname == "test_gloo_claim"]
-    order = list(dict.fromkeys(_run_of(p["case_key"], p["n"]) for p in selected))
-    return ClaimRuns(order)
+GLOO_RUNS = [(c.key, c.evidence, n) for c in CLAIMS if c.kind == "gloo"
+             and c.evidence != "13-detail-cost" for n in CASES[c.evidence].sizes]
 
 
 @pytest.mark.parametrize("claim_key, case_key, n", GLOO_RUNS,
                          ids=[f"{claim}-n{n}" for claim, _, n in GLOO_RUNS])
-def test_gloo_claim(claim_key, case_key, n, claim_runs):
+def test_gloo_claim(claim_key, case_key, n):
     """The behaviour the claim `claim_key` describes, run on `n` disposable gloo ranks."""
-    CASES[case_key].expect(claim_runs.outcomes(case_key, n), n)
+    CASES[case_key].expect(_outcomes(case_key, n), n)
 
 
 @pytest.mark.parametrize("n", [2, 3])
