@@ -41,8 +41,13 @@ help:
 $(ENV_DIR)/bin/python:
 	python3 -m venv $(ENV_DIR)
 
+# rfc3987-syntax comes only with jupyter-events' jsonschema[format-nongpl] extra. jsonschema
+# imports it when present, and it builds its parsers at import: 1.4 s in every process that
+# imports nbformat (python-jsonschema/jsonschema#1428). It checks only the "iri" formats,
+# which no schema we load uses (tests/tools/test_repo.py), so it is removed.
 $(INSTALLED): requirements.txt pyproject.toml | $(ENV_DIR)/bin/python
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
+	$(PYTHON) -m pip uninstall --quiet --disable-pip-version-check -y rfc3987-syntax
 	@touch $@
 
 install: $(INSTALLED)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +121,42 @@ def test_the_package_holds_every_folder_of_helpers(tmp_path):
     folders = {str(p.parent.relative_to(REPO)).replace("/", ".")
                for p in (REPO / "helpers").rglob("__init__.py")}
     assert folders and shipped == folders, (sorted(folders - shipped), sorted(shipped - folders))
+
+
+IRI_FORMAT = re.compile(r"""["']?format["']?\s*:\s*["']?iri(?:-reference)?\b""")
+
+
+def test_nbformat_imports_without_rfc3987_syntax():
+    """make install removes rfc3987-syntax (the Makefile says why): jsonschema imports it
+    when it is there, and it builds its parsers at import, 1.4 s in every process that
+    imports nbformat (the builds, Sphinx, Jupyter, pytest)."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", "import sys, nbformat, jupyter_events; "
+                          "print('rfc3987_syntax' in sys.modules)"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "False", \
+        "rfc3987-syntax is installed: `make install` removes it (see the Makefile)"
+
+
+def test_no_schema_we_load_checks_an_iri_format():
+    """What rfc3987-syntax would check: the "iri" and "iri-reference" formats. No schema
+    of the packages that validate with a format checker here uses them, so removing it
+    changes no validation; an upgrade that adds one fails here."""
+    import importlib.util
+    import sys
+
+    folders = [Path(sys.prefix) / "share" / "jupyter"]
+    for package in ("jupyter_events", "jupyter_server", "jupyterlab_server", "jupyterlab",
+                    "nbformat", "nbclient", "notebook_shim"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            folders += [Path(p) for p in spec.submodule_search_locations]
+    schemas = [path for folder in folders if folder.is_dir()
+               for pattern in ("*.json", "*.yaml", "*.yml") for path in folder.rglob(pattern)]
+    assert len(schemas) > 50, folders        # nbformat's and the event schemas at least
+    using = [str(path) for path in schemas
+             if IRI_FORMAT.search(path.read_text(encoding="utf-8", errors="replace"))]
+    assert not using, f"schemas with an iri format (rfc3987-syntax checks it): {using}"
