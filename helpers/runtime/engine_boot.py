@@ -19,6 +19,7 @@ Started by helpers.runtime.starting (the local launcher).
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -82,6 +83,10 @@ def main() -> None:
 
     import helpers.runtime.engine  # noqa: F401  (imported for its cost: forks share it)
 
+    # What the imports made is never collected: a full collection (IPython's reset calls
+    # one as each engine exits) then walks only what the notebook made, and the forks
+    # keep sharing those pages (the gc module's docs: freeze before fork).
+    gc.freeze()
     fork_engines(n_engines - 1)
     # ipyparallel's engine app reads its connection from this variable
     # (ipp_compat: forking-engine-start)

@@ -143,6 +143,17 @@ def test_context_manager_stops_and_collectives_work():
     assert cluster.stopped and cluster_processes(cluster_id) == []
 
 
+def test_the_engines_never_collect_what_engine_boot_imported():
+    """engine_boot freezes its imports before it forks (gc.freeze): the full collection
+    that IPython's reset runs as each engine exits then skips torch's objects."""
+    with start_cluster(n_ranks=2, backend="gloo", quiet=True, warm=False,
+                       launcher="local") as cluster:
+        cluster.client.direct_view(cluster.engine_ids).execute(
+            "import gc as _gc; frozen = _gc.get_freeze_count()", block=True)
+        frozen = [s["frozen"] for s in cluster.pull("frozen")]
+    assert all(count > 50_000 for count in frozen), frozen   # torch alone: ~166,000
+
+
 def test_gather_of_a_missing_name_is_a_clear_error():
     with start_cluster(n_ranks=2, backend="gloo", quiet=True) as cluster:
         with pytest.raises(Exception, match="no variable named 'nothing_here'"):

@@ -59,6 +59,19 @@ def where_and_how(rank, world_size):
             threading.active_count(), os.getsid(0) == os.getpid()]
 
 
+def frozen(rank, world_size):
+    import gc
+    return gc.get_freeze_count()
+
+
+@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
+def test_a_forked_rank_never_collects_what_its_server_imported():
+    """The server freezes its imports (gc.freeze) before it forks: a child's full
+    collections skip them (IPython's reset runs one as each forked kernel exits)."""
+    counts = [o.result for o in run_disposable(frozen, world_size=2)]
+    assert all(count > 50_000 for count in counts), counts   # torch alone: ~166,000
+
+
 def sleeps(rank, world_size):
     import time
     time.sleep(60)
