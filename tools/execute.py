@@ -70,10 +70,12 @@ def private_kernel(kernel_name: str) -> Iterator[KernelManager]:
 
 
 # What a kernel's fork server imports first: what the notebooks' first cells import (3.1 s
-# of CPU a kernel on a quiet core). Our TUTORIAL_* settings, the warm engines' IPYTHONDIR
-# and jupyter_client's JPY_* are read at run time, never when these are imported.
-KERNELS_PRELOAD = ("torch", "numpy", "matplotlib", "ipyparallel", "ipykernel.kernelapp",
-                   "helpers")
+# of CPU a kernel on a quiet core), and torch._dynamo, which torch imports at the first
+# optimizer it makes (torch._disable_dynamo: 1.1 CPU-s in every training notebook's
+# kernel). Our TUTORIAL_* settings, the warm engines' IPYTHONDIR and jupyter_client's
+# JPY_* are read at run time, never when these are imported.
+KERNELS_PRELOAD = ("torch", "torch._dynamo", "numpy", "matplotlib", "ipyparallel",
+                   "ipykernel.kernelapp", "helpers")
 _KERNEL_CMD = [sys.executable, "-m", "ipykernel_launcher"]
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 

@@ -1,4 +1,4 @@
-"""tools.execute's kernels: forked from a server that imported torch, matplotlib, ipyparallel
+"""tools.execute's kernels: forked from a server that imported torch (torch._dynamo too), matplotlib, ipyparallel
 and helpers (helpers/runtime/forkserver.py), and otherwise what a launched kernel is: in
 the notebook's folder, with the caller's environment as it is now, pyplot's figures shown
 inline, interruptible, and gone after the run."""
@@ -87,3 +87,26 @@ def test_a_forked_kernel_runs_its_exit_handlers(tmp_path):
     while not (tmp_path / "exited").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert (tmp_path / "exited").read_text() == "yes"
+
+
+OPTIMIZER_PROBE = """\
+import sys
+before = "torch._dynamo" in sys.modules
+import torch
+torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1)
+print(before, "torch._dynamo" in sys.modules, sep="|")"""
+
+
+def test_torch_imports_dynamo_at_the_first_optimizer_and_a_forked_kernel_has_it_already(
+        tmp_path):
+    """Why tools.execute's KERNELS_PRELOAD names torch._dynamo: a fresh process imports it
+    at its first optimizer (torch._disable_dynamo, 1.1 CPU-s); a forked kernel has it."""
+    import subprocess
+    import sys
+
+    fresh = subprocess.run([sys.executable, "-c", OPTIMIZER_PROBE], capture_output=True,
+                           text=True, timeout=120)
+    assert fresh.stdout.strip() == "False|True", fresh.stdout + fresh.stderr
+    nb = run_notebook(_notebook(tmp_path, OPTIMIZER_PROBE), tmp_path / "out.ipynb")
+    shown = "".join(o.text for o in nb.cells[0].outputs if o.output_type == "stream")
+    assert shown.strip() == "True|True", shown
