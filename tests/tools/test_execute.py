@@ -1,7 +1,7 @@
-"""tools.execute's kernels: forked from a server that imported torch (torch._dynamo too), matplotlib, ipyparallel
-and helpers (helpers/runtime/forkserver.py), and otherwise what a launched kernel is: in
-the notebook's folder, with the caller's environment as it is now, pyplot's figures shown
-inline, interruptible, and gone after the run."""
+"""tools.execute's kernels: forked from a server that imported torch (torch._dynamo too),
+matplotlib, ipyparallel and helpers (helpers/runtime/forkserver.py), and otherwise what a
+launched kernel is: in the notebook's folder, with the caller's environment as it is now,
+pyplot's figures shown inline, interruptible, and gone after the run."""
 from __future__ import annotations
 
 import time
