@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 import math
 import os
-import socket
 import sys
 
 import matplotlib
@@ -16,6 +15,8 @@ matplotlib.use("Agg")
 import numpy as np
 import pytest
 import torch
+from ports import free_port
+
 from helpers.bench.wire import agrees
 
 from helpers.training import (data_parallel, measured, mesh, toy,
@@ -104,12 +105,6 @@ dist.destroy_process_group()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def comm_rows(tmp_path_factory):
     import subprocess
@@ -117,7 +112,7 @@ def comm_rows(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("comm")
     script = tmp / "worker.py"
     script.write_text(_WORKER)
-    n, port = 3, _free_port()
+    n, port = 3, free_port()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     procs = [subprocess.Popen([sys.executable, str(script), str(r), str(n), str(port),
                                str(tmp / f"{r}.json")], env=env) for r in range(n)]

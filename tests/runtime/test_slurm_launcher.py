@@ -288,17 +288,16 @@ def test_srun_torchrun_recipe(hosts, request, tmp_path):
     """docs/instructors.md's batch file, as it is, runs notebook 00's torchrun script:
     on one node 2 ranks under one torchrun, on two hosts one rank under each."""
     import os
-    import socket
     import sys
+
+    from ports import free_port
 
     slurm = request.getfixturevalue("local_slurm" if hosts == 1 else "local_slurm_hosts")
     batch = tmp_path / "barrier.sbatch"
     batch.write_text(recipe_batch_file())
     (tmp_path / "barrier.py").write_text(cell_script(NOTEBOOKS / "00_ranks_and_world.ipynb",
                                                      "torchrun-script"))
-    with socket.socket() as probe:        # a free port for the store on node 0
-        probe.bind(("", 0))
-        port = probe.getsockname()[1]
+    port = free_port("")                  # for the store on node 0
     env = {**os.environ, **slurm.environment(), "MASTER_PORT": str(port),
            "RANKS_PER_NODE": str(2 // hosts), "OMP_NUM_THREADS": "1",
            "GLOO_SOCKET_IFNAME": slurm.interface,

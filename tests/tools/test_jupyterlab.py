@@ -25,7 +25,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import psutil
 import pytest
 
 import browser
+from ports import free_port
 from helpers.runtime.processes import end_processes
 from conftest import NOTEBOOKS, REPO
 
@@ -66,12 +66,6 @@ OUTPUTS_JS = """() => {
             .map(el => el.textContent).join(' '),
   };
 }"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _api(base: str, token: str, path: str, method: str = "GET", timeout: float = 10,
@@ -136,7 +130,7 @@ def make_lab(work: Path, user: str | None = None, env_dir: Path | None = None):
     (through runuser; None: whoever runs the tests); yields (base URL, token, dirs, log,
     server). On the way out the server's process group is ended, and anything left with
     its IPYTHONDIR."""
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     dirs = {name: work / name.lower() for name in LAB_DIRS}
     # Kernel socket paths must fit in 107 bytes: a short folder, which Jupyter makes 0700
     short = Path(tempfile.mkdtemp(prefix="nccl-jr-"))
