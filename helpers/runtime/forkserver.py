@@ -5,10 +5,10 @@ seconds on a busy one. Two kinds of process paid it again and again: every rank 
 disposable case (disposable.py), and every kernel a build or a test starts
 (tools/execute.py, with matplotlib and ipyparallel: 3.1 s more CPU than a bare kernel).
 A fork server pays it once per caller: it imports its kind's `preload`, then forks a child
-per request, which calls the kind's `entry`. The server freezes what it imported (gc.freeze,
-as the gc module's docs advise before fork), so a child's full collections skip it: one
-walks about 200,000 objects otherwise, 0.1 CPU-s on a quiet core, and IPython's reset
-runs one as each kernel exits. The child is as new as a fresh process to
+per request, which calls the kind's `entry`. The server freezes what it imported
+(gc.freeze, as the gc module's docs advise before fork), so a child's full collections
+skip it: one walks about 200,000 objects otherwise, 0.1 CPU-s on a quiet core, and
+IPython's reset runs one as each kernel exits. The child is as new as a fresh process to
 what it runs: the server never creates a group, a store, a kernel or a thread (fork is
 only safe from a process with one thread; tests/runtime/test_disposable.py checks it).
 
