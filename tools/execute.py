@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import nbformat
 
+import helpers
+
 if TYPE_CHECKING:
     from jupyter_client.manager import KernelManager
 
@@ -70,12 +72,14 @@ def private_kernel(kernel_name: str) -> Iterator[KernelManager]:
 
 
 # What a kernel's fork server imports first: what the notebooks' first cells import (3.1 s
-# of CPU a kernel on a quiet core), and torch._dynamo, which torch imports at the first
-# optimizer it makes (torch._disable_dynamo: 1.1 CPU-s in every training notebook's
+# of CPU a kernel on a quiet core; the helpers behind `from helpers import ...` and the
+# animations, with pyplot, 0.4 s more), and torch._dynamo, which torch imports at the
+# first optimizer it makes (torch._disable_dynamo: 1.1 CPU-s in every training notebook's
 # kernel). Our TUTORIAL_* settings, the warm engines' IPYTHONDIR and jupyter_client's
 # JPY_* are read at run time, never when these are imported.
 KERNELS_PRELOAD = ("torch", "torch._dynamo", "numpy", "matplotlib", "ipyparallel",
-                   "ipykernel.kernelapp", "helpers")
+                   "ipykernel.kernelapp", "helpers", *helpers.MODULES,
+                   "helpers.figures.animation", "matplotlib.pyplot")
 _KERNEL_CMD = [sys.executable, "-m", "ipykernel_launcher"]
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
@@ -140,13 +144,18 @@ def _run(notebook: Path, km: KernelManager, output: Path | None, parameters: dic
     if parameters:
         nb = parameterize_notebook(nb, parameters, kernel_name=kernel_name)
     nb = prepare_notebook_metadata(nb, str(notebook), str(output or ""))
-    with chdir(str(notebook.parent)):
-        nb = papermill_engines.execute_notebook_with_engine(
-            None, nb, kernel_name, input_path=str(notebook),
-            output_path=str(output) if output else None, progress_bar=False,
-            log_output=False, start_timeout=120, execution_timeout=cell_timeout_s, km=km)
-    if output is not None:
-        write_ipynb(nb, str(output))
+    # papermill runs the cells of `nb` in place. Given an output path it would save the
+    # whole notebook (validated) at each cell's start and end: O(cells²), 0.4 CPU-s for one
+    # of ours. The copy is written once here instead, also when the run fails.
+    try:
+        with chdir(str(notebook.parent)):
+            nb = papermill_engines.execute_notebook_with_engine(
+                None, nb, kernel_name, input_path=str(notebook), output_path=None,
+                progress_bar=False, log_output=False, start_timeout=120,
+                execution_timeout=cell_timeout_s, km=km)
+    finally:
+        if output is not None:
+            write_ipynb(nb, str(output))
     return nb
 
 

@@ -70,6 +70,67 @@ def _reseed() -> None:
     torch.seed()
 
 
+NANNY_NAME = "ipp-nanny"   # what ps, top and psutil's name() show for a forked nanny
+
+
+def _set_name(name: str) -> None:
+    """This process's name as ps and top show it (Linux's prctl PR_SET_NAME)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)
+    except (OSError, AttributeError):
+        pass        # not Linux: only the name is lost
+
+
+def fork_nanny() -> None:
+    """Fork this engine's nanny now, and have ipyparallel's engine hand it its settings.
+
+    ipyparallel's engine starts `python -m ipyparallel.engine.nanny` as it registers
+    (start_nanny): a process that imports ipyparallel again, 0.3 CPU-s an engine. Forked
+    here, while this process is still one thread, the child has it imported already; it
+    waits for the settings the engine would have piped to that command, then runs the
+    same KernelNanny. An engine that never asks closes the pipe as it exits, and the
+    child ends. (ipp_compat: forked-nanny)
+    """
+    import pickle
+
+    settings_r, settings_w = os.pipe()
+    url_r, url_w = os.pipe()
+    if os.fork() == 0:
+        os.close(settings_w)
+        os.close(url_r)
+        os.setsid()          # as start_nanny's start_new_session: the engine's signals pass
+        _set_name(NANNY_NAME)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)     # not the engine's stdout: its launcher waits for that to close
+        os.dup2(null, 1)
+        with os.fdopen(settings_r, "rb") as settings:
+            data = settings.read()
+        if data:
+            from ipyparallel.engine.nanny import KernelNanny
+
+            # the engine reads the nanny's URL from this pipe and holds it open: its
+            # closing tells the nanny that the engine is gone
+            KernelNanny.main(**pickle.loads(data), pipe=os.fdopen(url_w, "w", buffering=1))
+        os._exit(0)
+    os.close(settings_r)
+    os.close(url_w)
+
+    def start_nanny(**kwargs) -> tuple[str, object]:
+        with os.fdopen(settings_w, "wb") as settings:
+            pickle.dump({**kwargs, "pid": os.getpid()}, settings)
+        url_pipe = os.fdopen(url_r, "rb")
+        url = url_pipe.readline().decode().strip()
+        if not url:
+            raise RuntimeError("nanny failed")
+        return url, url_pipe      # kept by the engine, as it keeps the nanny's Popen
+
+    import ipyparallel.engine.app as engine_app
+
+    engine_app.start_nanny = start_nanny
+
+
 def main() -> None:
     if len(sys.argv) < 3 or not sys.argv[2].isdigit() or int(sys.argv[2]) < 1:
         raise SystemExit("usage: python -m helpers.runtime.engine_boot CONNECTION_FILE "
@@ -88,6 +149,7 @@ def main() -> None:
     # keep sharing those pages (the gc module's docs: freeze before fork).
     gc.freeze()
     fork_engines(n_engines - 1)
+    fork_nanny()
     # ipyparallel's engine app reads its connection from this variable
     # (ipp_compat: forking-engine-start)
     os.environ["IPP_CONNECTION_INFO"] = read_connection_file(connection_file)

@@ -57,6 +57,15 @@ def _engine_sets_keep_their_launchers() -> bool:
             and callable(getattr(LocalProcessLauncher, "get_output", None)))
 
 
+def _engine_starts_its_nanny_with_module_start_nanny() -> bool:
+    import ipyparallel.engine.app as engine_app
+    from ipyparallel.engine import nanny
+
+    return ("return start_nanny(" in inspect.getsource(engine_app.IPEngine.start_nanny)
+            and "kwargs = pickle.load(f)" in inspect.getsource(nanny.main)
+            and "KernelNanny.main(**kwargs)" in inspect.getsource(nanny.main))
+
+
 def _launcher_class_names() -> bool:
     from ipyparallel.cluster import launcher
 
@@ -89,6 +98,15 @@ WORKAROUNDS = (
         "the variable and the trait still exist; tests/runtime/test_startup.py passes; or "
         "ipyparallel starts local engines as quickly itself",
         _engine_reads_connection_from_the_environment),
+    Workaround(
+        "forked-nanny", "helpers.runtime.engine_boot:fork_nanny",
+        "an engine starts `python -m ipyparallel.engine.nanny` as it registers (0.3 CPU-s of"
+        " imports each): engine_boot forks the nanny instead and replaces the module-level "
+        "start_nanny that IPEngine.start_nanny calls, piping it the same settings",
+        "IPEngine.start_nanny still calls start_nanny(**settings) and the nanny's main still "
+        "runs KernelNanny.main(**settings) (tests/runtime/test_startup.py::test_each_engine_"
+        "forks_its_nanny_and_the_nanny_reports_its_death_at_once)",
+        _engine_starts_its_nanny_with_module_start_nanny),
     Workaround(
         "launcher-internals", "helpers.runtime.starting:_engines_exited",
         "no public way to see that local engine processes exited or what they printed: "

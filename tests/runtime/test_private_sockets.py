@@ -16,7 +16,7 @@ import psutil
 import pytest
 from ipyparallel.controller.app import IPController
 
-from helpers.runtime import engine, unix_sockets
+from helpers.runtime import engine, engine_boot, unix_sockets
 from helpers.runtime.cluster import start_cluster
 from helpers.runtime.processes import cluster_processes
 
@@ -154,8 +154,8 @@ def _tcp_listeners(proc: psutil.Process) -> list[tuple[str, int]]:
 
 def _role(proc: psutil.Process) -> str:
     command = " ".join(proc.cmdline())
-    if "ipyparallel.engine.nanny" in command:
-        return "nanny"
+    if "ipyparallel.engine.nanny" in command or proc.name() == engine_boot.NANNY_NAME:
+        return "nanny"     # engine_boot forks the local launcher's nannies
     if "ipyparallel.engine" in command or "helpers.runtime.engine_boot" in command:
         return "engine"   # engine_boot: the local launcher's engines (forked from one)
     if unix_sockets.CONTROLLER_MODULE in command:

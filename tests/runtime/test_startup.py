@@ -133,6 +133,33 @@ def test_forked_engines_are_separate_processes_with_their_own_random_state():
     assert len(set(draws)) == 6, draws
 
 
+def test_each_engine_forks_its_nanny_and_the_nanny_reports_its_death_at_once():
+    """engine_boot.fork_nanny: no `python -m ipyparallel.engine.nanny` (0.3 CPU-s of
+    imports each); every engine's one nanny is its forked child, and still tells the
+    controller the moment its engine dies (not after 10 missed heartbeats, 30 s)."""
+    import signal
+
+    import psutil
+
+    from helpers.runtime import engine_boot
+    from helpers.runtime.cluster import start_cluster
+
+    with start_cluster(3, "gloo", quiet=True) as cluster:
+        procs = cluster_processes(cluster.cluster_id)
+        started = [p for p in procs if "ipyparallel.engine.nanny" in " ".join(p.cmdline())]
+        assert started == [], describe(started)
+        for info in cluster.ranks:
+            nannies = [c for c in psutil.Process(info.pid).children()
+                       if c.name() == engine_boot.NANNY_NAME]
+            assert len(nannies) == 1, (info.rank, describe(procs))
+        killed_at = time.monotonic()
+        os.kill(cluster.ranks[2].pid, signal.SIGKILL)
+        while len(cluster.client.ids) == 3 and time.monotonic() - killed_at < 20:
+            time.sleep(0.1)
+        assert len(cluster.client.ids) == 2, "the controller never heard of the death"
+        assert time.monotonic() - killed_at < 10
+
+
 def _iopub_of_start_cell(kc, code: str, timeout_s: float = 300) -> list[dict]:
     messages: list[dict] = []
     reply = kc.execute_interactive(code, timeout=timeout_s, output_hook=messages.append)
