@@ -105,8 +105,11 @@ def write_card_picture(stem: str, executed: Path) -> str:
 
 
 def environment_stamp() -> str:
-    """What the pages were computed on: torch, backend, world size, GPUs or CPU, date."""
-    import torch
+    """What the pages were computed on: torch, backend, world size, GPUs or CPU, date.
+
+    torch is imported only to ask about GPUs (1.5 CPU-s): its version is the installed
+    distribution's, which is what torch.__version__ reports."""
+    from importlib.metadata import version
 
     from helpers.runtime.config import resolve_config, visible_gpu_count
 
@@ -115,11 +118,17 @@ def environment_stamp() -> str:
     except ValueError as err:
         world_size, backend = "?", f"invalid settings ({err})"
     gpus = visible_gpu_count()
-    parts = [f"torch {torch.__version__}", f"backend {backend}", f"world size {world_size}"]
+    parts = [f"torch {version('torch')}", f"backend {backend}", f"world size {world_size}"]
     if backend == "nccl":
+        import torch
+
         parts.append("NCCL " + ".".join(map(str, torch.cuda.nccl.version())))
-    parts.append(", ".join(torch.cuda.get_device_name(i) for i in range(gpus)) if gpus
-                 else "CPU")
+    if gpus:
+        import torch
+
+        parts.append(", ".join(torch.cuda.get_device_name(i) for i in range(gpus)))
+    else:
+        parts.append("CPU")
     parts.append(f"built {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
     return " · ".join(parts)
 

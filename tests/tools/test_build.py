@@ -331,3 +331,25 @@ def test_lanes_take_the_longest_first_by_last_build_else_by_the_kit(tmp_path):
     from tools.lanes import KIT_TIMES
     assert set(json.loads(KIT_TIMES.read_text())) == {
         p.stem for p in (REPO / "notebooks").glob("[0-9]*.ipynb")}   # the kit has them all
+
+
+
+def test_the_site_stamp_names_torch_without_importing_it_on_a_cpu_machine():
+    """The stamp under every page says which torch computed it; without a GPU driver the
+    build's own process does not import torch for it (1.5 CPU-s a build)."""
+    import torch
+
+    from helpers.runtime.config import visible_gpu_count
+
+    probe = ("import sys\n"
+             "from tools.build import environment_stamp\n"
+             "stamp = environment_stamp()\n"
+             "print('torch' in sys.modules, stamp, sep='|')")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUTORIAL_")}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    imported, stamp = done.stdout.strip().split("|")
+    assert stamp.startswith(f"torch {torch.__version__} · backend gloo · world size 4 · "), stamp
+    if visible_gpu_count() == 0:
+        assert imported == "False" and stamp.split(" · ")[3] == "CPU", done.stdout
