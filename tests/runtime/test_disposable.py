@@ -41,13 +41,17 @@ def core_dumps_allowed():
 
 def test_an_aborted_rank_leaves_no_core_and_its_peer_fails_at_once(
         core_dumps_allowed, tmp_path, monkeypatch):
+    """The peer fails on the reset the abort causes, not on its timeout. With a 3 s
+    timeout, runs under load sometimes saw the peer time out. Not established why: the
+    abort came after 3 s, or before gloo's pair connected. 10 s rules out the first."""
     monkeypatch.chdir(tmp_path)
-    outcomes = run_disposable(all_reduce_shapes_differ, world_size=2, timeout_s=3.0)
+    timeout_s = 10.0
+    outcomes = run_disposable(all_reduce_shapes_differ, world_size=2, timeout_s=timeout_s)
     killed = [o for o in outcomes if o.killed]
     assert [o.signal for o in killed] == ["SIGABRT"], [o.summary() for o in outcomes]
     survivor = next(o for o in outcomes if not o.killed)
     assert survivor.error and "Timed out" not in survivor.error, survivor.summary()
-    assert survivor.seconds < 3, survivor.summary()
+    assert survivor.seconds < timeout_s / 2, survivor.summary()
     assert not list(tmp_path.iterdir()), "left behind: " + ", ".join(
         p.name for p in tmp_path.iterdir())
 
