@@ -119,16 +119,12 @@ def environment_stamp() -> str:
         world_size, backend = "?", f"invalid settings ({err})"
     gpus = visible_gpu_count()
     parts = [f"torch {version('torch')}", f"backend {backend}", f"world size {world_size}"]
+    if backend == "nccl" or gpus:
+        import torch
     if backend == "nccl":
-        import torch
-
         parts.append("NCCL " + ".".join(map(str, torch.cuda.nccl.version())))
-    if gpus:
-        import torch
-
-        parts.append(", ".join(torch.cuda.get_device_name(i) for i in range(gpus)))
-    else:
-        parts.append("CPU")
+    parts.append(", ".join(torch.cuda.get_device_name(i) for i in range(gpus)) if gpus
+                 else "CPU")
     parts.append(f"built {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
     return " · ".join(parts)
 

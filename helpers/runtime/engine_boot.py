@@ -83,6 +83,25 @@ def _set_name(name: str) -> None:
         pass        # not Linux: only the name is lost
 
 
+def _be_the_nanny(settings_fd: int, url_fd: int) -> None:
+    """The forked child: wait for the engine's settings, then run ipyparallel's nanny."""
+    import pickle
+
+    os.setsid()              # as start_nanny's start_new_session: the engine's signals pass
+    _set_name(NANNY_NAME)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)         # not the engine's stdout: its launcher waits for that to close
+    os.dup2(null, 1)
+    with os.fdopen(settings_fd, "rb") as settings:
+        data = settings.read()
+    if data:
+        from ipyparallel.engine.nanny import KernelNanny
+
+        # the engine reads the nanny's URL from this pipe and holds it open: its closing
+        # tells the nanny that the engine is gone
+        KernelNanny.main(**pickle.loads(data), pipe=os.fdopen(url_fd, "w", buffering=1))
+
+
 def fork_nanny() -> None:
     """Fork this engine's nanny now, and have ipyparallel's engine hand it its settings.
 
@@ -100,19 +119,13 @@ def fork_nanny() -> None:
     if os.fork() == 0:
         os.close(settings_w)
         os.close(url_r)
-        os.setsid()          # as start_nanny's start_new_session: the engine's signals pass
-        _set_name(NANNY_NAME)
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, 0)     # not the engine's stdout: its launcher waits for that to close
-        os.dup2(null, 1)
-        with os.fdopen(settings_r, "rb") as settings:
-            data = settings.read()
-        if data:
-            from ipyparallel.engine.nanny import KernelNanny
+        try:                 # whatever happens, this child never returns into the engine
+            _be_the_nanny(settings_r, url_w)
+        except BaseException:
+            import traceback
 
-            # the engine reads the nanny's URL from this pipe and holds it open: its
-            # closing tells the nanny that the engine is gone
-            KernelNanny.main(**pickle.loads(data), pipe=os.fdopen(url_w, "w", buffering=1))
+            traceback.print_exc()
+            os._exit(1)
         os._exit(0)
     os.close(settings_r)
     os.close(url_w)
