@@ -6,9 +6,12 @@ Playwright's Python wheel carries its driver; no browser is downloaded
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import queue
 import re
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -61,6 +64,71 @@ def chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+def in_shared_chromium(work: Callable[["Browser"], object], timeout_s: float = 300) -> object:
+    """`work(browser)` run on this process's one headless Chromium; its result (or error).
+
+    The Chromium and its Playwright live in a thread of their own, started at the first
+    call and closed as the process exits: launching one costs about 1.2 CPU-s, and the
+    suite checks a deck per notebook. A thread of its own, because Playwright's sync API
+    holds the event loop of the thread it runs in, where papermill and jupyter_client
+    need theirs."""
+    done: queue.Queue = queue.Queue(maxsize=1)
+    _shared_thread().put((work, done))
+    try:
+        ok, value = done.get(timeout=timeout_s)
+    except queue.Empty:
+        raise TimeoutError(f"the shared Chromium did not finish in {timeout_s:.0f} s") from None
+    if not ok:
+        raise value
+    return value
+
+
+_SHARED: dict[str, object] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_thread() -> queue.Queue:
+    """The work queue of the thread that owns the shared Chromium (started on first use)."""
+    with _SHARED_LOCK:
+        thread = _SHARED.get("thread")
+        if thread is None or not thread.is_alive():
+            require_chromium()
+            work: queue.Queue = queue.Queue()
+            thread = threading.Thread(target=_serve, args=(work,), name="shared-chromium",
+                                      daemon=True)
+            thread.start()
+            _SHARED.update(thread=thread, queue=work)
+            atexit.register(_stop_shared, work, thread)
+        return _SHARED["queue"]
+
+
+def _serve(work: queue.Queue) -> None:
+    """Run each piece of work on one Chromium, launched again if it has gone."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = None
+        try:
+            while (item := work.get()) is not None:
+                task, done = item
+                try:
+                    if browser is None or not browser.is_connected():
+                        browser = p.chromium.launch(executable_path=str(CHROMIUM),
+                                                    headless=True, args=CHROMIUM_ARGS,
+                                                    timeout=LAUNCH_TIMEOUT_MS)
+                    done.put((True, task(browser)))
+                except BaseException as err:     # handed to the caller, who raises it
+                    done.put((False, err))
+        finally:
+            if browser is not None:
+                browser.close()
+
+
+def _stop_shared(work: queue.Queue, thread: threading.Thread) -> None:
+    work.put(None)
+    thread.join(timeout=30)
 
 
 class PageWatch:

@@ -22,23 +22,23 @@ RANKS = [2, 3, 4]
 _EXECUTED: dict[tuple[str, int], tuple] = {}
 
 
-def executed(stem: str, n_ranks: int, tmp_path_factory, monkeypatch) -> tuple:
-    """(executed notebook, its records): one execution per notebook and world size, shared
-    by the tests of one file that read the same run."""
+def executed(stem: str, n_ranks: int, tmp_path_factory, monkeypatch, **parameters) -> tuple:
+    """(executed notebook, its records): one execution per notebook and world size (with
+    `parameters`, the same at each call), shared by the tests of one file that read it."""
     if (stem, n_ranks) not in _EXECUTED:
         out = tmp_path_factory.mktemp(f"{stem}-{n_ranks}")
         results = out / "results"
         monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
-        nb = execute(NOTEBOOKS / f"{stem}.ipynb", out, n_ranks=n_ranks)
+        nb = execute(NOTEBOOKS / f"{stem}.ipynb", out, n_ranks=n_ranks, **parameters)
         records = json.loads((results / f"{stem}.json").read_text())
         _EXECUTED[stem, n_ranks] = nb, records if isinstance(records, list) else [records]
     return _EXECUTED[stem, n_ranks]
 
 
 def check_collective_notebook(stem: str, collectives: set[str], n_ranks: int,
-                              tmp_path_factory, monkeypatch) -> tuple:
+                              tmp_path_factory, monkeypatch, **parameters) -> tuple:
     """The checks of every collective notebook; (executed notebook, records) for more."""
-    nb, records = executed(stem, n_ranks, tmp_path_factory, monkeypatch)
+    nb, records = executed(stem, n_ranks, tmp_path_factory, monkeypatch, **parameters)
     assert {r["collective"] for r in records} == collectives
     assert_records_match_model(records, n_ranks)
     for record in records:
@@ -58,14 +58,16 @@ def check_collective_notebook(stem: str, collectives: set[str], n_ranks: int,
 
 
 def notebook_test(stem: str, collectives: set[str],
-                  more: Callable[[Any, list[dict], int], None] | None = None) -> Callable:
+                  more: Callable[[Any, list[dict], int], None] | None = None,
+                  parameters: dict[int, dict] | None = None) -> Callable:
     """The test of one collective notebook, at each world size of RANKS: the checks above,
-    then `more(executed notebook, records, n_ranks)`, the notebook's own."""
+    then `more(executed notebook, records, n_ranks)`, the notebook's own. `parameters`:
+    papermill's parameters beside n_ranks, by world size (e.g. another root at one)."""
     @pytest.mark.notebook
     @pytest.mark.parametrize("n_ranks", RANKS)
     def test(n_ranks: int, tmp_path_factory, monkeypatch) -> None:
         nb, records = check_collective_notebook(stem, collectives, n_ranks, tmp_path_factory,
-                                                monkeypatch)
+                                                monkeypatch, **(parameters or {}).get(n_ranks, {}))
         if more is not None:
             more(nb, records, n_ranks)
     return test

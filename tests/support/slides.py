@@ -8,8 +8,8 @@ scrolls, text (markdown) at least MIN_TEXT_PX and code and outputs at least MIN_
 screen (computed size × reveal's scale), and no console error or uncaught exception.
 Speaker notes and the series navigation (a list of links) are not held to the font sizes.
 
-A Chromium per deck (about a second); the vendored reveal.js is fetched (npm) or copied
-once per process.
+One Chromium per test process (browser.in_shared_chromium), a context per deck; the
+vendored reveal.js is fetched (npm) or copied once per process.
 """
 from __future__ import annotations
 
@@ -97,10 +97,9 @@ def _folder() -> Path:
 
 
 def visit_deck(deck: Path) -> tuple[list[dict], list[str]]:
-    """Every slide of `deck` as measured (VISIT_JS), and the console's errors. A Chromium
-    of its own, closed on the way out: a Playwright left running would hold this thread's
-    event loop, and the next test's `browser.chromium()` could not start."""
-    with browser.chromium() as chromium:
+    """Every slide of `deck` as measured (VISIT_JS), and the console's errors: in a context
+    of its own on the process's one Chromium (browser.in_shared_chromium)."""
+    def visit(chromium) -> tuple[list[dict], list[str]]:
         context = chromium.new_context(viewport=VIEWPORT)
         try:
             foreign = browser.block_network(context)
@@ -113,6 +112,8 @@ def visit_deck(deck: Path) -> tuple[list[dict], list[str]]:
             return slides, watch.errors + [f"network: {url}" for url in foreign]
         finally:
             context.close()
+
+    return browser.in_shared_chromium(visit)
 
 
 def problems(slides: list[dict]) -> list[str]:

@@ -252,3 +252,24 @@ def _step_through_every_slide(context, deck) -> dict:
         seen.add(tab.evaluate(where))
     return {"visited": len(seen), "total": tab.evaluate("() => deck.getTotalSlides()"),
             "last": tab.evaluate("() => deck.isLastSlide()"), "errors": watch.errors}
+
+
+def test_the_deck_checks_share_one_chromium_that_leaves_the_callers_event_loop_free():
+    """slides.check_deck visits every deck on the process's one Chromium, run from a thread
+    of its own: the caller's thread keeps no Playwright loop (papermill needs it), an error
+    in the work reaches the caller, and a Chromium that has gone is launched again."""
+    import asyncio
+
+    browser.require_chromium()
+    first = browser.in_shared_chromium(lambda chromium: chromium)
+    assert browser.in_shared_chromium(lambda chromium: chromium) is first
+    asyncio.run(asyncio.sleep(0))        # no loop of Playwright's is running in this thread
+
+    def fails(chromium):
+        raise ValueError("named in the work")
+    with pytest.raises(ValueError, match="named in the work"):
+        browser.in_shared_chromium(fails)
+
+    browser.in_shared_chromium(lambda chromium: chromium.close())
+    again = browser.in_shared_chromium(lambda chromium: chromium)
+    assert again is not first and browser.in_shared_chromium(lambda c: c.is_connected())
