@@ -71,6 +71,7 @@ def _reseed() -> None:
 
 
 NANNY_NAME = "ipp-nanny"   # what ps, top and psutil's name() show for a forked nanny
+JOB_END_EXIT_S = 1.0       # a nanny sent SIGTERM exits at the latest this much later
 
 
 def _set_name(name: str) -> None:
@@ -95,11 +96,36 @@ def _be_the_nanny(settings_fd: int, url_fd: int) -> None:
     with os.fdopen(settings_fd, "rb") as settings:
         data = settings.read()
     if data:
-        from ipyparallel.engine.nanny import KernelNanny
-
         # the engine reads the nanny's URL from this pipe and holds it open: its closing
         # tells the nanny that the engine is gone
-        KernelNanny.main(**pickle.loads(data), pipe=os.fdopen(url_fd, "w", buffering=1))
+        _nanny_class().main(**pickle.loads(data), pipe=os.fdopen(url_fd, "w", buffering=1))
+
+
+def _nanny_class() -> type:
+    """ipyparallel's KernelNanny, which also tells the controller at once when it is sent
+    SIGTERM. Nobody signals a nanny but the end of the whole job (Slurm's scancel or time
+    limit signals every process of the job step at once; the cluster's own stop ends the
+    engines, and each nanny with its engine's pipe). An engine busy in a cell outlives its
+    SIGTERM (its handler waits for the cell) until the SIGKILL that comes KillWait later,
+    and that kills the nanny with it: the controller would learn of the end only from the
+    missed heartbeats, 30 s later. (ipp_compat: nanny-reports-a-job-end)"""
+    import signal
+    import threading
+
+    from ipyparallel.engine.nanny import KernelNanny
+
+    class JobEndNanny(KernelNanny):
+        async def start(self) -> None:
+            await super().start()
+            signal.signal(signal.SIGTERM, self._job_ends)
+
+        def _job_ends(self, signum, frame) -> None:
+            self.loop.add_callback_from_signal(self.finish)   # unregisters, then stops
+            # a controller that is ending too never takes the message: never wait out
+            # notify_exit's 3 s linger for it (a live one has it within milliseconds)
+            threading.Timer(JOB_END_EXIT_S, os._exit, (128 + signum,)).start()
+
+    return JobEndNanny
 
 
 def fork_nanny() -> None:

@@ -66,6 +66,21 @@ def _engine_starts_its_nanny_with_module_start_nanny() -> bool:
             and "KernelNanny.main(**kwargs)" in inspect.getsource(nanny.main))
 
 
+def _nanny_finish_unregisters_its_engine() -> bool:
+    from ipyparallel.engine.nanny import KernelNanny
+
+    return ("self.notify_exit()" in inspect.getsource(KernelNanny.finish)
+            and "self.loop = IOLoop.current()" in inspect.getsource(KernelNanny.start)
+            and "unregistration_request" in inspect.getsource(KernelNanny.notify_exit))
+
+
+def _batch_engines_run_engine_cmd() -> bool:
+    from ipyparallel.cluster.launcher import BatchEngineSetLauncher
+
+    return ("engine_cmd" in BatchEngineSetLauncher.class_traits()
+            and "return self.engine_cmd" in inspect.getsource(BatchEngineSetLauncher))
+
+
 def _launcher_class_names() -> bool:
     from ipyparallel.cluster import launcher
 
@@ -107,6 +122,23 @@ WORKAROUNDS = (
         "runs KernelNanny.main(**settings) (tests/runtime/test_startup.py::test_each_engine_"
         "forks_its_nanny_and_the_nanny_reports_its_death_at_once)",
         _engine_starts_its_nanny_with_module_start_nanny),
+    Workaround(
+        "nanny-reports-a-job-end", "helpers.runtime.engine_boot:_nanny_class",
+        "a nanny dies on SIGTERM without a word: at a Slurm job's end (scancel, time limit) "
+        "every process of the step gets SIGTERM, and an engine busy in a cell lives on until "
+        "the SIGKILL, so the controller heard of it only from missed heartbeats (30 s); the "
+        "forked nanny unregisters its engine (KernelNanny.finish) on SIGTERM",
+        "KernelNanny.finish still notifies the controller and start() still sets self.loop "
+        "(tests/runtime/test_slurm_launcher.py::test_cancelled_job_mid_cell_gives_an_error_"
+        "and_the_next_start_works); or ipyparallel's nanny handles SIGTERM so itself",
+        _nanny_finish_unregisters_its_engine),
+    Workaround(
+        "task-engine-cmd", "helpers.runtime.launchers:SLURM_ENGINE_CMD",
+        "srun runs the batch engine set's engine_cmd once per task (ipyparallel's "
+        "`python -m ipyparallel.engine`, which starts a nanny of its own): the slurm "
+        "launcher runs helpers.runtime.task_engine instead, which forks the nanny above",
+        "BatchEngineSetLauncher still runs engine_cmd (tests/runtime/test_launchers.py)",
+        _batch_engines_run_engine_cmd),
     Workaround(
         "launcher-internals", "helpers.runtime.starting:_engines_exited",
         "no public way to see that local engine processes exited or what they printed: "

@@ -22,6 +22,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,11 @@ IPC_ARGS = ["--IPController.transport=ipc"]
 # nanny reports at once (its relay socket stays on TCP, hard-coded in ipyparallel).
 # ipp_compat: engine-heartbeat-tcp
 ENGINE_IPC_ARGS = ["--IPEngine.max_heartbeat_misses=0"]
+# What srun runs per task: ipyparallel's engine, with a nanny that reports the job's end
+# (scancel, time limit) to the controller at once. The same Python as the notebook's, as
+# ipyparallel's default: the nodes see the same installation.
+# ipp_compat: task-engine-cmd
+SLURM_ENGINE_CMD = [sys.executable, "-m", "helpers.runtime.task_engine"]
 
 
 @dataclass(frozen=True)
@@ -283,7 +289,7 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
     kwargs = {"n": n_ranks, "engine_launcher_class": "slurm"}
     config = {
         SLURM_ENGINES: {"batch_template": slurm_engine_template(n_ranks, gpus),
-                        "environment": env}}
+                        "engine_cmd": list(SLURM_ENGINE_CMD), "environment": env}}
     if controller == "slurm":
         kwargs["controller_launcher_class"] = "slurm"
         config[SLURM_CONTROLLER] = {"batch_template": slurm_controller_template(interface)}

@@ -160,6 +160,47 @@ def test_each_engine_forks_its_nanny_and_the_nanny_reports_its_death_at_once():
         assert time.monotonic() - killed_at < 10
 
 
+def test_a_nanny_sent_sigterm_tells_the_controller_at_once_and_exits():
+    """The end of a batch job (Slurm's scancel or time limit) sends SIGTERM to every
+    process of the job; an engine busy in a cell outlives it. The nanny tells the
+    controller at once (engine_boot._nanny_class), not 30 s of missed heartbeats later,
+    and exits within JOB_END_EXIT_S even if nobody takes the message."""
+    import signal
+
+    import psutil
+
+    from helpers.runtime import engine_boot
+    from helpers.runtime.cluster import start_cluster
+
+    with start_cluster(2, "gloo", quiet=True) as cluster:
+        [nanny] = [c for c in psutil.Process(cluster.ranks[1].pid).children()
+                   if c.name() == engine_boot.NANNY_NAME]
+        busy = cluster.client[cluster.engine_ids[1]].apply_async(time.sleep, 60)
+        sent_at = time.monotonic()
+        nanny.send_signal(signal.SIGTERM)
+        while len(cluster.client.ids) == 2 and time.monotonic() - sent_at < 20:
+            time.sleep(0.1)
+        assert len(cluster.client.ids) == 1, "the controller never heard of the job's end"
+        assert time.monotonic() - sent_at < 10
+        with pytest.raises(Exception, match="(?i)unregister|died|engine"):
+            busy.get(timeout=10)             # what was running there fails, at once
+        assert psutil.Process(cluster.ranks[1].pid).is_running()   # the engine lives on
+        # the nanny has exited: a zombie until its engine ends (on a job's end, at once)
+        deadline = time.monotonic() + engine_boot.JOB_END_EXIT_S + 5
+        while _alive(nanny) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(nanny), nanny
+
+
+def _alive(process) -> bool:
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _iopub_of_start_cell(kc, code: str, timeout_s: float = 300) -> list[dict]:
     messages: list[dict] = []
     reply = kc.execute_interactive(code, timeout=timeout_s, output_hook=messages.append)
