@@ -22,6 +22,8 @@ pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the sessi
 
 CHILD_TIMEOUT_S = 240.0   # one cluster start on a busy 2-core machine, with room to spare
 
+DEAD_ENGINE_START_S = 10   # a cold start of 2 ranks: 2-3 s quiet, more under load
+
 PRELUDE = """
 import json, sys
 from helpers.runtime.cluster import start_cluster
@@ -77,9 +79,12 @@ say(stopped=True)
 """
 
 REUSE = """
+import time
+started = time.monotonic()
 c = start_cluster(2, "gloo", warm=True, quiet=True)
+start_s = time.monotonic() - started
 c.client.direct_view(c.engine_ids).execute("present = 'secret' in dir()", block=True)
-report(c, present=[s["present"] for s in c.pull("present")])
+report(c, present=[s["present"] for s in c.pull("present")], start_s=start_s)
 c.stop()
 say(stopped=True)
 """
@@ -215,6 +220,9 @@ def test_a_warm_cluster_with_a_dead_engine_is_not_reused(children):
     assert second.read() == {"stopped": True}
     second.finish()
     assert not two["reused"], "a cluster with a dead engine was reused"
+    # seen at once (the engine's nanny reported it): no wait for the engine that is gone
+    # (10 s before), only a cold start
+    assert two["start_s"] < DEAD_ENGINE_START_S, two["start_s"]
     assert two["warm"] and two["cluster_id"] == wid      # a new warm cluster in its place
     assert len(two["pids"]) == 2 and not set(two["pids"]) & set(one["pids"])
     assert two["t"] == [[3.0], [3.0]] and two["present"] == [False, False]
