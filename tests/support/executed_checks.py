@@ -1,15 +1,17 @@
 """What every notebook test checks of the copy it executed, whatever the notebook.
 
-`notebook_runner.execute` calls `check_executed` after each execution. The checks run at
-one world size per notebook, the series' default (4 ranks, as `make html` and `make slides`
-run it), or the one its test runs where that is another (CHECKED_AT), so each notebook is
-checked once per suite:
+`notebook_runner.execute` calls `check_executed` after each execution. The checks run in
+the notebook's own test file (tests/notebooks/test_<stem>.py), at one world size, the
+series' default (4 ranks, as `make html` and `make slides` run it) or the one its test runs
+where that is another (CHECKED_AT), so each notebook is checked once per suite, not again
+where another test runs it (on MPI or Slurm engines, at start-up, in a shared session):
 - no exercise is answered above its question (reports.assert_no_answer_above);
 - its deck fits a 1280×720 projector on every slide, reads at the sizes the room needs and
   runs without a console error (slides.check_deck, headless Chromium).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nbformat
@@ -19,10 +21,13 @@ CHECKED_AT = {"13_debugging": 3}      # its test runs it at 3 ranks only
 
 
 def checked_here(notebook: Path, parameters: dict) -> bool:
-    """True for the one world size at which `notebook`'s executions are held to the rules."""
+    """True for the execution at which `notebook` is held to the rules: in its own test
+    file, at the world size of CHECKED_AT (the parameter, else $TUTORIAL_RANKS, else 4)."""
     ranks = CHECKED_AT.get(notebook.stem, DEFAULT_RANKS)
-    return (parameters.get("n_ranks", DEFAULT_RANKS) in (None, ranks)
-            and notebook.stem[:2].isdigit())
+    world = parameters.get("n_ranks") or os.environ.get("TUTORIAL_RANKS") or DEFAULT_RANKS
+    own = os.environ.get("PYTEST_CURRENT_TEST", "").startswith(
+        f"tests/notebooks/test_{notebook.stem}.py::")
+    return own and str(world).strip() == str(ranks) and notebook.stem[:2].isdigit()
 
 
 def check_executed(notebook: Path, nb: nbformat.NotebookNode, parameters: dict) -> None:

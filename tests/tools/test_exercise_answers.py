@@ -120,6 +120,33 @@ def test_the_notebook_tests_hook_reads_the_measured_answer_whatever_the_predicti
     assert answer_of(wrong_form).anywhere == [] and answer_of(wrong_form).by_rank == {}
 
 
+@pytest.mark.parametrize("current, parameters, ranks_env, checked", [
+    ("tests/notebooks/test_05_all_reduce.py::test_all_reduce_notebook[4] (call)",
+     {"n_ranks": 4}, None, True),
+    ("tests/notebooks/test_05_all_reduce.py::test_all_reduce_notebook[2] (call)",
+     {"n_ranks": 2}, None, False),
+    ("tests/runtime/test_mpi_launcher.py::test_all_reduce_notebook_runs_unchanged (call)",
+     {"n_ranks": 4}, None, False),                   # another test's run of 05
+    ("tests/notebooks/test_05_all_reduce.py::test_default (call)", {}, None, True),
+    ("tests/notebooks/test_05_all_reduce.py::test_from_the_environment (call)", {}, "2", False),
+    ("tests/notebooks/test_13_debugging.py::test_mismatched (setup)", {"n_ranks": 3}, None,
+     True),                                          # 13 is checked where it runs, at 3
+])
+def test_a_notebook_is_held_to_the_rules_once_in_its_own_test_file(
+        monkeypatch, current, parameters, ranks_env, checked):
+    from pathlib import Path
+
+    from executed_checks import checked_here
+
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", current)
+    if ranks_env is None:
+        monkeypatch.delenv("TUTORIAL_RANKS", raising=False)
+    else:
+        monkeypatch.setenv("TUTORIAL_RANKS", ranks_env)
+    stem = current.split("test_", 1)[1].split(".py", 1)[0]
+    assert checked_here(Path(f"notebooks/{stem}.ipynb"), parameters) is checked
+
+
 def test_an_unanswered_exercise_has_no_answer_to_look_for():
     measured = [3072] * 4
     assert answers_shown_above(_notebook([("output", "3072")], None, measured)) == []
