@@ -19,20 +19,16 @@ from reports import assert_all_pass, exercise
 from helpers.collectives.registry import OUTPUT, ROOT
 
 RANKS = [2, 3, 4]
-_EXECUTED: dict[tuple[str, int], tuple] = {}
 
 
 def executed(stem: str, n_ranks: int, tmp_path_factory, monkeypatch, **parameters) -> tuple:
-    """(executed notebook, its records): one execution per notebook and world size (with
-    `parameters`, the same at each call), shared by the tests of one file that read it."""
-    if (stem, n_ranks) not in _EXECUTED:
-        out = tmp_path_factory.mktemp(f"{stem}-{n_ranks}")
-        results = out / "results"
-        monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
-        nb = execute(NOTEBOOKS / f"{stem}.ipynb", out, n_ranks=n_ranks, **parameters)
-        records = json.loads((results / f"{stem}.json").read_text())
-        _EXECUTED[stem, n_ranks] = nb, records if isinstance(records, list) else [records]
-    return _EXECUTED[stem, n_ranks]
+    """(executed notebook, its records) of one run at `n_ranks` with `parameters`."""
+    out = tmp_path_factory.mktemp(f"{stem}-{n_ranks}")
+    results = out / "results"
+    monkeypatch.setenv("TUTORIAL_RESULTS_DIR", str(results))
+    nb = execute(NOTEBOOKS / f"{stem}.ipynb", out, n_ranks=n_ranks, **parameters)
+    records = json.loads((results / f"{stem}.json").read_text())
+    return nb, records if isinstance(records, list) else [records]
 
 
 def check_collective_notebook(stem: str, collectives: set[str], n_ranks: int,
