@@ -103,12 +103,13 @@ def _be_the_nanny(settings_fd: int, url_fd: int) -> None:
 
 def _nanny_class() -> type:
     """ipyparallel's KernelNanny, which also tells the controller at once when it is sent
-    SIGTERM. Nobody signals a nanny but the end of the whole job (Slurm's scancel or time
-    limit signals every process of the job step at once; the cluster's own stop ends the
-    engines, and each nanny with its engine's pipe). An engine busy in a cell outlives its
-    SIGTERM (its handler waits for the cell) until the SIGKILL that comes KillWait later,
-    and that kills the nanny with it: the controller would learn of the end only from the
-    missed heartbeats, 30 s later. (ipp_compat: nanny-reports-a-job-end)"""
+    SIGTERM: the end of a whole job (Slurm's scancel or time limit signals every process
+    of the job step at once). An engine busy in a cell outlives its SIGTERM (its handler
+    waits for the cell) until the SIGKILL that comes KillWait later, and that kills the
+    nanny with it: the controller would learn of the end only from the missed heartbeats,
+    30 s later. Our own ends of a cluster (stop, the reaper, the orphan sweep) end its
+    controller too, and give the nannies SIGKILL (processes.end_processes).
+    (ipp_compat: nanny-reports-a-job-end)"""
     import signal
     import threading
 

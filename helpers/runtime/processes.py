@@ -99,10 +99,17 @@ def end_processes(procs: list[psutil.Process], grace_s: float = 3.0,
 
     A zombie counts as ended: its parent (ipyparallel's launcher) reaps it later, or
     nobody does (an engine forked by another is adopted by PID 1, which may not reap).
+    A forked nanny gets SIGKILL at once: on SIGTERM it would report its engine's end to
+    a controller that is ending too (engine_boot._nanny_class), and linger up to 1 s.
     """
+    from helpers.runtime.engine_boot import NANNY_NAME
+
     for proc in procs:
         with contextlib.suppress(psutil.Error):
-            proc.terminate()
+            if proc.name() == NANNY_NAME:
+                proc.kill()
+            else:
+                proc.terminate()
     alive = _wait_ended([p for p in procs if running(p)], grace_s)
     for proc in alive:
         with contextlib.suppress(psutil.Error):
