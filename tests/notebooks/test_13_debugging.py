@@ -164,7 +164,10 @@ FAILING = {   # each mistake's cell, the ranks that fail, and the rank whose tra
     "src=world_size)": (range(N_RANKS), 0, "invalid root rank"),
     "one tensor short": (range(N_RANKS), 0, "Incorrect input list size"),   # not a timeout
     "%%px --targets 0": ([0], 0, "failed to pass monitoredBarrier"),
-    "os._exit(1)": (range(N_RANKS), 0, "failed to pass monitoredBarrier"),   # not the dead one
+    # rank 0, not the dead one, shows: the dead rank's closed sockets fail the monitored
+    # barrier at once in some runs, at its timeout in others (the markdown says both)
+    "os._exit(1)": (range(N_RANKS), 0, ("failed to pass monitoredBarrier",
+                                        "Connection closed by peer", "Connection reset by peer")),
 }
 
 
@@ -183,9 +186,9 @@ def test_each_mistake_leads_with_its_diagnosis_then_one_short_traceback(debuggin
     assert said and said[0] < error, kinds
     traceback = "\n".join(cell.outputs[error].traceback)
     assert traceback.startswith(f"rank {shown} · "), traceback
-    assert message in traceback
-    if "died" not in message:
-        assert "library frames left out: torch/distributed/" in traceback
+    messages = (message,) if isinstance(message, str) else message
+    assert any(m in traceback for m in messages), traceback
+    assert "library frames left out: torch/distributed/" in traceback
     folded = [o for o in cell.outputs[error + 1:] if o.output_type == "display_data"]
     others = [r for r in failed if r != shown]
     if others:
