@@ -369,6 +369,10 @@ CLAIMS: tuple[Claim, ...] = (
           "ipyparallel has dropped the dead engine", "test",
           "tests/notebooks/test_13_debugging.py::"
           "test_a_rank_killed_mid_collective_is_named_and_the_start_cell_recovers"),
+    Claim("13-dead-ranks-peers-closed-or-timeout", "13_debugging", "c26",
+          "the others report a closed connection or\na timeout", "test",
+          "tests/notebooks/test_13_debugging.py::"
+          "test_the_ranks_that_outlive_a_dead_one_report_a_closed_connection_or_a_timeout"),
     Claim("13-nccl-debug-at-init", "13_debugging", "c28",
           "NCCL reads it when a communicator is created", "source",
           "NCCL docs, Environment Variables: NCCL_DEBUG"),

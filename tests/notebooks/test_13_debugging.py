@@ -10,6 +10,7 @@ directly on a cluster.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -131,6 +132,30 @@ def test_a_rank_killed_mid_collective_is_named_and_the_start_cell_recovers(debug
     assert [line for line in fresh.lines()] == [f"rank {r} ✓  {[total, total]}"
                                                 for r in range(N_RANKS)]
     assert "✗" not in output_text(check)
+
+
+PEER_OF_A_DEAD_RANK = {   # what a rank that outlived its peer reports, and the kind
+    "Connection closed by peer": "a closed connection",
+    "Connection reset by peer": "a closed connection",
+    "failed to pass monitoredBarrier in": "a timeout",
+    "Timed out waiting": "a timeout",
+}
+
+
+@pytest.mark.notebook
+def test_the_ranks_that_outlive_a_dead_one_report_a_closed_connection_or_a_timeout(debugging):
+    """13 says "the others report a closed connection or a timeout": each surviving rank's
+    own traceback (rank 0's shown, the rest folded) names one of the two."""
+    nb, _ = debugging
+    cell = cells_after(nb, "os._exit(1)")[0]
+    [shown] = ["\n".join(o.traceback) for o in cell.outputs if o.output_type == "error"]
+    [fold] = [o.data["text/plain"] for o in cell.outputs if o.output_type == "display_data"]
+    by_rank = dict(re.findall(r"^rank (\d+) · (.*?)(?=^rank \d+ · |\Z)", shown + "\n" + fold,
+                              flags=re.M | re.S))
+    assert sorted(by_rank) == [str(r) for r in range(N_RANKS)], by_rank.keys()
+    for rank in range(N_RANKS - 1):
+        kinds = {kind for text, kind in PEER_OF_A_DEAD_RANK.items() if text in by_rank[str(rank)]}
+        assert len(kinds) == 1, (rank, by_rank[str(rank)])
 
 
 @pytest.mark.notebook
