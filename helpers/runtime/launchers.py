@@ -233,6 +233,25 @@ def engine_log_env() -> dict[str, str]:
     return {"TORCH_CPP_LOG_LEVEL": os.environ.get("TORCH_CPP_LOG_LEVEL") or "ERROR"}
 
 
+def engine_threads_env(ranks_per_host: int) -> dict[str, str]:
+    """OMP_NUM_THREADS=1 for engines that share a host, unless OMP_NUM_THREADS is set.
+
+    torchrun does the same for its ranks "to avoid your system being overloaded"
+    (torch/distributed/run.py): several ranks, each with an intra-op pool sized for the
+    whole host, compete for its cores. torch sizes that pool from the variable, so it must
+    be in the engines' start environment. A value the user set is passed on as it is.
+    """
+    asked = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if asked:
+        return {"OMP_NUM_THREADS": asked}
+    return {"OMP_NUM_THREADS": "1"} if ranks_per_host > 1 else {}
+
+
+def engine_settings(n_ranks: int) -> dict[str, str]:
+    """What a local or mpi cluster's engines take from this process's environment."""
+    return {**engine_log_env(), **engine_threads_env(n_ranks)}
+
+
 def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None = None,
                     gpus_per_node: int | None = None, controller: str = "slurm",
                     mpiexec: str = "mpiexec") -> LaunchPlan:
@@ -260,7 +279,8 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
         if interface not in (None, "lo"):
             raise ValueError(f"the {launcher} launcher runs on one host over loopback "
                              f"('lo'), not {interface!r}: use launcher='slurm'")
-        env = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", **engine_log_env()}
+        env = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo",
+               **engine_settings(n_ranks)}
         kwargs: dict[str, Any] = {"n": n_ranks,
                                   "controller_ip": unix_sockets.controller_socket_prefix(),
                                   "controller_args": list(IPC_ARGS)}
@@ -284,8 +304,10 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
         raise ValueError(f"controller must be 'slurm' or 'local', not {controller!r}")
     address = interface_address(interface)  # fails early on a wrong name
     gpus = _gpus_per_node(gpus_per_node)
+    # without GPUs Slurm may put every task on one node
+    per_node = min(gpus, n_ranks) if gpus else n_ranks
     env = {"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface,
-           **engine_log_env()}
+           **engine_log_env(), **engine_threads_env(per_node)}
     kwargs = {"n": n_ranks, "engine_launcher_class": "slurm"}
     config = {
         SLURM_ENGINES: {"batch_template": slurm_engine_template(n_ranks, gpus),

@@ -50,10 +50,14 @@ def idle_seconds() -> float:
 
 
 def warm_cluster_id(n_ranks: int) -> str:
-    """One name per shape and per IPYTHONDIR (process lookups go by this name)."""
+    """One name per shape, per IPYTHONDIR and per engine settings (process lookups go by
+    this name): engines started with another OMP_NUM_THREADS are not reused."""
     import hashlib
 
-    place = hashlib.sha256(str(security_dir()).encode()).hexdigest()[:8]
+    from helpers.runtime.launchers import engine_settings
+
+    settings = sorted(engine_settings(n_ranks).items())
+    place = hashlib.sha256(f"{security_dir()}{settings}".encode()).hexdigest()[:8]
     return f"{PREFIX}-{n_ranks}-{place}"
 
 

@@ -201,24 +201,29 @@ time.sleep(0.5)   # the engine forwards what C++ wrote to fd 2 from a thread: le
 
 
 @pytest.mark.parametrize("asked", [None, "WARNING"])
-def test_engine_cpp_warnings_stay_off_the_cell_unless_asked_for(asked, monkeypatch):
-    """The engines start with TORCH_CPP_LOG_LEVEL=ERROR; a level the user set is kept (the
+def test_engine_settings_are_ours_unless_the_user_set_them(asked, monkeypatch):
+    """The engines start with TORCH_CPP_LOG_LEVEL=ERROR and, two sharing this host, with one
+    OpenMP thread each (as torchrun gives its ranks); values the user set are kept (the
     WARNING case shows the warning does reach a cell's stderr when it is logged)."""
     if asked is None:
         monkeypatch.delenv("TORCH_CPP_LOG_LEVEL", raising=False)
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     else:
         monkeypatch.setenv("TORCH_CPP_LOG_LEVEL", asked)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
     # ipykernel forwards what an engine writes to fd 2 (C++ logs) except under pytest
     monkeypatch.delenv("PYTEST_CURRENT_TEST")
     with start_cluster(n_ranks=2, backend="gloo", quiet=True) as cluster:
-        result = cluster.client.direct_view(cluster.engine_ids).execute(STORE_TIMEOUT,
-                                                                         block=True)
+        result = cluster.client.direct_view(cluster.engine_ids).execute(
+            STORE_TIMEOUT + "threads = torch.get_num_threads()", block=True)
         assert cluster.values("waited") == ["DistStoreError"] * 2
         stderr = "".join(result.stderr)
         if asked is None:
             assert "socket.cpp" not in stderr and "[W" not in stderr, stderr
+            assert cluster.values("threads") == [1, 1]
         else:
             assert "socket.cpp" in stderr and "[W" in stderr, stderr
+            assert cluster.values("threads") == [2, 2]
 
 
 KERNEL_SCRIPT = """

@@ -35,7 +35,8 @@ TUTORIAL_VARIABLES = [
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
-    for name in RANK_VARIABLES + TUTORIAL_VARIABLES + ["TORCH_CPP_LOG_LEVEL"]:
+    for name in RANK_VARIABLES + TUTORIAL_VARIABLES + ["TORCH_CPP_LOG_LEVEL",
+                                                        "OMP_NUM_THREADS"]:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -84,7 +85,7 @@ def test_local_plan(monkeypatch):
     assert plan.rendezvous_host == "127.0.0.1" and plan.interface == "lo"
     assert plan.config["LocalEngineSetLauncher"] == {
         "environment": {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo",
-                        "TORCH_CPP_LOG_LEVEL": "ERROR"},
+                        "TORCH_CPP_LOG_LEVEL": "ERROR", "OMP_NUM_THREADS": "1"},
         "engine_args": ["--IPEngine.max_heartbeat_misses=0"]}
     # a fresh socket prefix per plan: two clusters never share a socket name
     assert cluster_options(None, 4).cluster_kwargs["controller_ip"] != \
@@ -212,7 +213,8 @@ def test_slurm_controller_in_a_job_listens_on_the_interface():
         '{program_and_args} --ip="$IP"')
     assert plan.rendezvous_host == "127.0.0.1" and plan.interface == "lo"
     assert plan.config["SlurmEngineSetLauncher"]["environment"] == {
-        "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", "TORCH_CPP_LOG_LEVEL": "ERROR"}
+        "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", "TORCH_CPP_LOG_LEVEL": "ERROR",
+        "OMP_NUM_THREADS": "1"}
 
 
 def test_slurm_controller_next_to_the_notebook(monkeypatch):
@@ -389,3 +391,29 @@ def test_the_engines_c_plus_plus_log_level_is_error_unless_the_user_set_one(monk
     monkeypatch.setenv("TORCH_CPP_LOG_LEVEL", "INFO")   # asked for: kept
     assert cluster_options(None, 2).config["LocalEngineSetLauncher"]["environment"][
         "TORCH_CPP_LOG_LEVEL"] == "INFO"
+
+
+@pytest.mark.parametrize("launcher, n_ranks, gpus_per_node, expected", [
+    ("local", 1, None, None),     # one rank has the host's cores to itself
+    ("local", 2, None, "1"),
+    ("mpi", 4, None, "1"),
+    ("slurm", 4, 1, None),        # one task per node
+    ("slurm", 4, 2, "1"),
+    ("slurm", 2, 0, "1"),         # CPU tasks: Slurm may put them on one node
+    ("slurm", 1, 0, None),
+])
+def test_engines_that_share_a_host_get_one_openmp_thread_unless_the_user_set_one(
+        monkeypatch, open_mpi, launcher, n_ranks, gpus_per_node, expected):
+    """As torchrun does for its ranks: OMP_NUM_THREADS=1 where several share a host."""
+    options = {"interface": "lo", "gpus_per_node": gpus_per_node} if launcher == "slurm" \
+        else {}
+    section = {"local": "LocalEngineSetLauncher", "mpi": "MPIEngineSetLauncher",
+               "slurm": "SlurmEngineSetLauncher"}[launcher]
+
+    def threads() -> str | None:
+        plan = cluster_options(launcher, n_ranks, **options)
+        return plan.config[section]["environment"].get("OMP_NUM_THREADS")
+
+    assert threads() == expected
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")   # asked for: kept, whatever the layout
+    assert threads() == "3"

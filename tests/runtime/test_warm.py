@@ -247,3 +247,15 @@ def test_a_replaced_warm_cluster_has_one_keeper(children):
     time.sleep(3)   # a keeper polls every second
     assert not set(p.pid for p in keepers(wid)) & set(p.pid for p in old_keepers)
     assert len(keepers(wid)) == 1, [p.pid for p in keepers(wid)]
+
+
+def test_a_warm_cluster_is_named_for_its_engine_settings(monkeypatch):
+    """Engines started with other settings (here OMP_NUM_THREADS) are another warm cluster:
+    a notebook never reuses engines that ignore what its environment asks for."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    ours = warm_cluster_id(2)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")     # what the engines get anyway
+    assert warm_cluster_id(2) == ours
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert warm_cluster_id(2) != ours
+    assert warm_cluster_id(2).startswith("nccl-notebooks-warm-2-")
