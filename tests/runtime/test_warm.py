@@ -259,3 +259,32 @@ def test_a_warm_cluster_is_named_for_its_engine_settings(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert warm_cluster_id(2) != ours
     assert warm_cluster_id(2).startswith("nccl-notebooks-warm-2-")
+
+
+def test_the_keeper_watches_the_processes_it_found_instead_of_scanning_every_second(
+        monkeypatch, tmp_path):
+    """Finding a cluster's processes reads every process's environment: the keeper does it
+    until it finds them and once more when those are gone, not at every poll (a parked warm
+    cluster's keeper used 0.6 % of a core among 100 processes, more among more)."""
+    import types
+
+    from helpers.runtime import warm
+
+    polls, scans = [], []
+    found = [psutil.Process()]           # stands for the cluster's processes: this one
+
+    def sleep(seconds):
+        polls.append(seconds)
+        if len(polls) == 40:             # the cluster ends before the 40th look
+            found.clear()
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path))     # the lease file goes there
+    monkeypatch.setattr(warm, "time", types.SimpleNamespace(sleep=sleep,
+                                                            monotonic=time.monotonic))
+    monkeypatch.setattr(warm, "cluster_processes",
+                        lambda cluster_id: scans.append(len(polls)) or list(found))
+    monkeypatch.setattr(warm, "owned_by", lambda procs, pid: procs)
+    monkeypatch.setattr(warm.processes, "running", lambda proc: bool(found))
+    monkeypatch.setattr(warm, "discard", lambda cluster_id: pytest.fail("not idle yet"))
+    warm.keep("nccl-notebooks-warm-test-keeper", idle_s=600)
+    assert scans == [1, 40], scans       # found at the first look; gone, and confirmed
