@@ -247,9 +247,10 @@ def engine_threads_env(ranks_per_host: int) -> dict[str, str]:
     return {"OMP_NUM_THREADS": "1"} if ranks_per_host > 1 else {}
 
 
-def engine_settings(n_ranks: int) -> dict[str, str]:
-    """What a local or mpi cluster's engines take from this process's environment."""
-    return {**engine_log_env(), **engine_threads_env(n_ranks)}
+def engine_settings(ranks_per_host: int) -> dict[str, str]:
+    """What the engines, `ranks_per_host` of them on a host, take from this process's
+    environment: their C++ log level and their OpenMP threads."""
+    return {**engine_log_env(), **engine_threads_env(ranks_per_host)}
 
 
 def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None = None,
@@ -307,7 +308,7 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
     # without GPUs Slurm may put every task on one node
     per_node = min(gpus, n_ranks) if gpus else n_ranks
     env = {"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface,
-           **engine_log_env(), **engine_threads_env(per_node)}
+           **engine_settings(per_node)}
     kwargs = {"n": n_ranks, "engine_launcher_class": "slurm"}
     config = {
         SLURM_ENGINES: {"batch_template": slurm_engine_template(n_ranks, gpus),
