@@ -39,19 +39,24 @@ def core_dumps_allowed():
     resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
 
 
-def test_an_aborted_rank_leaves_no_core_and_its_peer_fails_at_once(
+def test_an_aborted_rank_leaves_no_core_and_its_peer_fails_on_the_reset_or_the_timeout(
         core_dumps_allowed, tmp_path, monkeypatch):
-    """The peer fails on the reset the abort causes, not on its timeout. With a 3 s
-    timeout, runs under load sometimes saw the peer time out. Not established why: the
-    abort came after 3 s, or before gloo's pair connected. 10 s rules out the first."""
+    """Notebook 13 says the peer fails "at once in most runs and only at the timeout in
+    some": on the reset the abort causes, long before the timeout, or on the timeout itself.
+    Runs under load saw the second with a 3 s timeout and, once (a fresh-clone run of the
+    suite), with 10 s: rank 1's send waited out the timeout ("Timed out waiting 10000ms for
+    send operation to complete"). Either way it fails, and nothing waits longer."""
     monkeypatch.chdir(tmp_path)
     timeout_s = 10.0
     outcomes = run_disposable(all_reduce_shapes_differ, world_size=2, timeout_s=timeout_s)
     killed = [o for o in outcomes if o.killed]
     assert [o.signal for o in killed] == ["SIGABRT"], [o.summary() for o in outcomes]
     survivor = next(o for o in outcomes if not o.killed)
-    assert survivor.error and "Timed out" not in survivor.error, survivor.summary()
-    assert survivor.seconds < timeout_s / 2, survivor.summary()
+    assert survivor.error, survivor.summary()
+    if "Timed out" in survivor.error:
+        assert timeout_s <= survivor.seconds < 2 * timeout_s, survivor.summary()
+    else:
+        assert survivor.seconds < timeout_s / 2, survivor.summary()
     assert not list(tmp_path.iterdir()), "left behind: " + ", ".join(
         p.name for p in tmp_path.iterdir())
 
