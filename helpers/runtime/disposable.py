@@ -179,12 +179,13 @@ class DisposableRun:
 
     def _collect(self) -> list[RankOutcome]:
         procs, logs = self.procs, self.logs
-        _wait_until_reported(procs, [out for out, _ in logs], self.deadline)
-        codes: list[int | None] = []
+        pending = _wait_until_reported(procs, [out for out, _ in logs], self.deadline)
         for proc in procs:
-            proc.stdin.close()   # every rank reported or died: the live ones may go
-            try:
-                codes.append(proc.wait(timeout=5))
+            proc.stdin.close()   # a rank that reported may go
+        codes: list[int | None] = []
+        for rank, proc in enumerate(procs):
+            try:     # one still working at the limit is killed now, not waited for
+                codes.append(None if rank in pending else proc.wait(timeout=5))
             except subprocess.TimeoutExpired:
                 codes.append(None)
         for proc, code in zip(procs, codes):
@@ -242,17 +243,19 @@ def _start_rank(server: forkserver.ForkServer | None, spec: dict, env: dict[str,
     return rank
 
 
-def _wait_until_reported(procs: list, outs: list, deadline: float) -> None:
-    """Until `deadline`: wait for every process to have printed its result or ended."""
-    while time.monotonic() < deadline:
-        pending = False
-        for proc, out in zip(procs, outs):
+def _wait_until_reported(procs: list, outs: list, deadline: float) -> set[int]:
+    """Until `deadline`: wait for every process to have printed its result or ended.
+    Returns the ranks still running without a result at the deadline (none before it)."""
+    while True:
+        pending = set()
+        for rank, (proc, out) in enumerate(zip(procs, outs)):
             if proc.poll() is None:
                 out.flush()
                 with open(out.name) as text:
-                    pending = pending or RESULT_MARK not in text.read()
-        if not pending:
-            return
+                    if RESULT_MARK not in text.read():
+                        pending.add(rank)
+        if not pending or time.monotonic() >= deadline:
+            return pending
         time.sleep(0.05)
 
 

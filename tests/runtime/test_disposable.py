@@ -113,9 +113,14 @@ def test_forked_ranks_run_in_the_callers_folder_environment_and_debug_level(
 
 @pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
 def test_a_forked_rank_past_the_limit_is_killed_and_reported(tmp_path):
+    import time
+
+    start = time.monotonic()
     outcomes = run_disposable(sleeps, world_size=2, limit_s=1.5)
     assert [o.returncode for o in outcomes] == [None, None]
     assert all("still running at the limit" in o.summary() for o in outcomes)
+    # killed at the limit, not given the 5 s each that a rank which reported gets to exit
+    assert time.monotonic() - start < 1.5 + 4
 
 
 _CALLER = """
