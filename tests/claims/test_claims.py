@@ -41,7 +41,8 @@ import claim_cases_schedules  # noqa: F401  (registers the cases of notebook 24)
 import claim_cases_algorithms  # noqa: F401  (registers the cases of notebook 25)
 import claim_cases_checkpoints  # noqa: F401  (registers the cases of notebook 26)
 import claim_cases_planner  # noqa: F401  (registers the cases of notebook 27)
-from helpers.runtime.disposable import RankOutcome, case_source, run_disposable
+from helpers.runtime.disposable import (DisposableRun, RankOutcome, case_source,
+                                        run_disposable, start_disposable)
 from tools.nccl_claims import CHECKLIST
 
 REPO = Path(__file__).resolve().parents[2]
@@ -1514,13 +1515,48 @@ def _batch_results(n: int, detail: bool) -> dict[str, list[RankOutcome]]:
     return per_key
 
 
+# The cases that run alone mostly wait (for a timeout, a dead peer): run one after the
+# other they kept the worker idle for 107 of the file's 123 s (tests/claims, -n 0). The
+# runs the next tests need are started ahead, AHEAD in flight at once, so their waits
+# overlap; each test still reads and judges its own run.
+AHEAD = 4
+_ahead: dict[tuple[str, int], DisposableRun] = {}      # started, not yet collected
+_collected: set[tuple[str, int]] = set()
+
+
+def _start_alone(key: str, n: int) -> DisposableRun:
+    """Case `key` started on n ranks; its limit counts from now, and its test may come a
+    few runs later (the longest case waits 30 s): hence 120 s, not run_disposable's 60."""
+    entry = CASES[key]
+    return start_disposable(entry.case, world_size=n, timeout_s=entry.timeout_s,
+                            limit_s=120.0, detail=entry.detail)
+
+
+def _start_ahead(order: list[tuple[str, int]], key: str, n: int) -> None:
+    """Start (key, n)'s run if it is not yet, then the next alone runs in `order` (the
+    tests' order) until AHEAD are in flight; a test drops its run from `_ahead` as it
+    collects it, and no run starts twice."""
+    if (key, n) not in _ahead:
+        _ahead[(key, n)] = _start_alone(key, n)
+    later = order[order.index((key, n)) + 1:] if (key, n) in order else []
+    for pair in later:
+        if len(_ahead) >= AHEAD:
+            return
+        if pair not in _ahead and pair not in _collected:
+            _ahead[pair] = _start_alone(*pair)
+
+
 @lru_cache(maxsize=None)
-def _outcomes(key: str, n: int) -> list[RankOutcome]:
-    """Every rank's outcome of case `key` at world size n (each case runs once per size)."""
+def _outcomes(key: str, n: int,
+              order: tuple[tuple[str, int], ...] = ()) -> list[RankOutcome]:
+    """Every rank's outcome of case `key` at world size n (each case runs once per size);
+    `order`: the alone runs the session's tests ask for, in their order."""
     entry = CASES[key]
     if entry.alone:
-        return run_disposable(entry.case, world_size=n, timeout_s=entry.timeout_s,
-                              limit_s=60.0, detail=entry.detail)
+        _start_ahead(list(order), key, n)
+        run = _ahead.pop((key, n))
+        _collected.add((key, n))
+        return run.outcomes()
     return _batch_results(n, entry.detail)[key]
 
 
@@ -1528,11 +1564,49 @@ GLOO_RUNS = [(c.key, c.evidence, n) for c in CLAIMS if c.kind == "gloo"
              and c.evidence != "13-detail-cost" for n in CASES[c.evidence].sizes]
 
 
+def _alone_order(session: pytest.Session) -> tuple[tuple[str, int], ...]:
+    """The alone runs the selected test_gloo_claim tests need, in the order they run."""
+    order: list[tuple[str, int]] = []
+    for item in session.items:
+        spec = getattr(item, "callspec", None)
+        if item.originalname == "test_gloo_claim" and spec is not None:
+            pair = (spec.params["case_key"], spec.params["n"])
+            if CASES[pair[0]].alone and pair not in order:
+                order.append(pair)
+    return tuple(order)
+
+
 @pytest.mark.parametrize("claim_key, case_key, n", GLOO_RUNS,
                          ids=[f"{claim}-n{n}" for claim, _, n in GLOO_RUNS])
-def test_gloo_claim(claim_key, case_key, n):
+def test_gloo_claim(claim_key, case_key, n, request):
     """The behaviour the claim `claim_key` describes, run on `n` disposable gloo ranks."""
-    CASES[case_key].expect(_outcomes(case_key, n), n)
+    order = _alone_order(request.session) if CASES[case_key].alone else ()
+    CASES[case_key].expect(_outcomes(case_key, n, order), n)
+
+
+def test_alone_runs_start_ahead_in_the_tests_order_each_once(monkeypatch):
+    """At most AHEAD alone runs in flight, started in the tests' order, none twice, and
+    each test gets its own run's outcomes."""
+    here = sys.modules[__name__]
+
+    class FakeRun:
+        def __init__(self, key, n):
+            self.pair = (key, n)
+
+        def outcomes(self):
+            return [RankOutcome(0, 0, self.pair)]
+
+    started = []
+    monkeypatch.setattr(here, "_ahead", {})
+    monkeypatch.setattr(here, "_collected", set())
+    monkeypatch.setattr(here, "_start_alone",
+                        lambda key, n: started.append((key, n)) or FakeRun(key, n))
+    alone = sorted(key for key, entry in CASES.items() if entry.alone)[:3]
+    order = tuple((key, n) for key in alone for n in (2, 3))
+    for pair in order:
+        assert len(here._ahead) <= here.AHEAD
+        assert here._outcomes.__wrapped__(*pair, order)[0].result == pair
+    assert started == list(order) and not here._ahead
 
 
 @pytest.mark.parametrize("n", [2, 3])
