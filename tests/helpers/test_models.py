@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
-import multiprocessing
-import os
 import pickle
-import time
-import traceback
-from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -24,6 +20,10 @@ from helpers.collectives.arrays import reduce_arrays
 from helpers.collectives.models import UNSPECIFIED, expected_after
 from helpers.collectives.registry import COLLECTIVES, REDUCE_OPS
 from notebook_runner import printed
+
+if TYPE_CHECKING:   # _run_cases's `torch` and `dist` are the disposable rank's own globals
+    import torch
+    import torch.distributed as dist
 
 
 report = printed(model_check.report)
@@ -409,89 +409,67 @@ def _make_cases(ws, seed):
     return cases
 
 
-def _worker(rank, ws, store_path, cases, out_path):
-    """One rank: run every case on a gloo group, record before/after (or the error)."""
+def _run_cases(rank, world_size, cases, split_args, list_args):
+    """One disposable rank: every case on its gloo group, before and after (or the error)."""
+    def to_torch(name, value, dtype):
+        if value is None or name in split_args:
+            return value
+        if name in list_args:
+            return [torch.tensor(v, dtype=dtype) for v in value]
+        return torch.tensor(value, dtype=dtype)
+
+    def snap(value):
+        if isinstance(value, (list, tuple)):
+            return [snap(v) for v in value]
+        return value.tolist() if isinstance(value, torch.Tensor) else value
+
     results = []
-    try:
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-        import torch
-        import torch.distributed as dist
-
-        def to_torch(name, value, dtype):
-            if value is None or name in registry.SPLIT_ARGS:
-                return value
-            if name in registry.LIST_ARGS:
-                return [torch.tensor(v, dtype=dtype) for v in value]
-            return torch.tensor(value, dtype=dtype)
-
-        def snap(value):
-            if isinstance(value, (list, tuple)):
-                return [snap(v) for v in value]
-            return value.tolist() if isinstance(value, torch.Tensor) else value
-
-        store = dist.FileStore(store_path, ws)
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=ws,
-                                timeout=timedelta(seconds=30))
-        for case in cases:
-            dtype = getattr(torch, case["dtype"])
-            args = {k: to_torch(k, v, dtype) for k, v in case["befores"][rank].items()}
-            kwargs = {k: getattr(dist.ReduceOp, v) if k == "op" else v
-                      for k, v in case["params"].items() if k in ("src", "dst", "op")
-                      or (k in registry.SPLIT_ARGS and k not in args
-                          and not (v and isinstance(v[0], list)))}
-            before = {k: snap(v) for k, v in args.items()}
-            try:
-                if case["collective"] == "send_recv":  # one send and its recv; others idle
-                    if rank == case["params"]["src"]:
-                        dist.send(args["tensor"], dst=case["params"]["dst"])
-                    elif rank == case["params"]["dst"]:
-                        dist.recv(args["tensor"], src=case["params"]["src"])
-                else:
-                    getattr(dist, case["collective"])(**args, **kwargs)
-                results.append({"rank": rank, "device": "cpu", "before": before,
-                                "after": {k: snap(v) for k, v in args.items()}})
-            except Exception as e:
-                results.append({"rank": rank, "error": f"{type(e).__name__}: {e}"})
-        dist.destroy_process_group()
-    except BaseException:
-        results = traceback.format_exc()
-    with open(out_path, "wb") as f:
-        pickle.dump(results, f)
+    for case in cases:
+        dtype = getattr(torch, case["dtype"])
+        args = {k: to_torch(k, v, dtype) for k, v in case["befores"][rank].items()}
+        kwargs = {k: getattr(dist.ReduceOp, v) if k == "op" else v
+                  for k, v in case["params"].items() if k in ("src", "dst", "op")
+                  or (k in split_args and k not in args
+                      and not (v and isinstance(v[0], list)))}
+        before = {k: snap(v) for k, v in args.items()}
+        try:
+            if case["collective"] == "send_recv":  # one send and its recv; others idle
+                if rank == case["params"]["src"]:
+                    dist.send(args["tensor"], dst=case["params"]["dst"])
+                elif rank == case["params"]["dst"]:
+                    dist.recv(args["tensor"], src=case["params"]["src"])
+            else:
+                getattr(dist, case["collective"])(**args, **kwargs)
+            results.append({"rank": rank, "device": "cpu", "before": before,
+                            "after": {k: snap(v) for k, v in args.items()}})
+        except Exception as e:
+            results.append({"rank": rank, "error": f"{type(e).__name__}: {e}"})
+    return results
 
 
 @pytest.fixture(scope="module")
-def torch_records(tmp_path_factory):
-    """{world_size: [(case, record)]}: two gloo groups (3 and 4 ranks) run all cases."""
-    ctx = multiprocessing.get_context("spawn")
-    groups = {}
-    for ws in (3, 4):
-        cases = _make_cases(ws, seed=ws)
-        folder = tmp_path_factory.mktemp(f"gloo{ws}")
-        outs = [folder / f"rank{r}.pkl" for r in range(ws)]
-        procs = [ctx.Process(target=_worker, args=(r, ws, str(folder / "store"), cases, str(outs[r])),
-                             daemon=True) for r in range(ws)]
-        for p in procs:
-            p.start()
-        groups[ws] = (cases, outs, procs)
-    deadline = time.monotonic() + 150
-    for _, _, procs in groups.values():
-        for p in procs:
-            p.join(timeout=max(0.0, deadline - time.monotonic()))
-    hung = [p for _, _, procs in groups.values() for p in procs if p.is_alive()]
-    for p in hung:
-        p.kill()
-        p.join(timeout=5)
-    assert not hung, f"{len(hung)} gloo worker(s) still running after the deadline"
+def torch_records():
+    """{world_size: [(case, record)]}: two gloo groups (3 and 4 ranks) run all cases, at
+    once, on disposable ranks (forked with torch imported)."""
+    from helpers.runtime.disposable import start_disposable
+
+    cases = {ws: _make_cases(ws, seed=ws) for ws in (3, 4)}
+    runs = {ws: start_disposable(_run_cases, world_size=ws, timeout_s=30.0, limit_s=150.0,
+                                 args={"cases": cases[ws],
+                                       "split_args": sorted(registry.SPLIT_ARGS),
+                                       "list_args": sorted(registry.LIST_ARGS)})
+            for ws in (3, 4)}
     result = {}
-    for ws, (cases, outs, _) in groups.items():
-        per_rank = [pickle.loads(o.read_bytes()) for o in outs]
-        for r, res in enumerate(per_rank):
-            assert isinstance(res, list) and len(res) == len(cases), f"rank {r} of {ws} failed:\n{res}"
+    for ws, run in runs.items():
+        outcomes = run.outcomes()
+        for o in outcomes:
+            assert o.returncode == 0 and o.error is None and len(o.result) == len(cases[ws]), \
+                f"rank {o.rank} of {ws} failed: {o.summary()}"
         result[ws] = []
-        for i, case in enumerate(cases):
+        for i, case in enumerate(cases[ws]):
             rec = {"collective": case["collective"], "backend": "gloo", "world_size": ws,
                    "dtype": case["dtype"], "params": case["params"],
-                   "ranks": [per_rank[r][i] for r in range(ws)]}
+                   "ranks": [o.result[i] for o in outcomes]}
             result[ws].append((case, json.loads(json.dumps(rec))))  # as saved by the notebooks
     return result
 
