@@ -1564,8 +1564,10 @@ GLOO_RUNS = [(c.key, c.evidence, n) for c in CLAIMS if c.kind == "gloo"
              and c.evidence != "13-detail-cost" for n in CASES[c.evidence].sizes]
 
 
+@lru_cache(maxsize=1)
 def _alone_order(session: pytest.Session) -> tuple[tuple[str, int], ...]:
-    """The alone runs the selected test_gloo_claim tests need, in the order they run."""
+    """The alone runs the selected test_gloo_claim tests need, in the order they run
+    (read once per session: every alone test asks)."""
     order: list[tuple[str, int]] = []
     for item in session.items:
         spec = getattr(item, "callspec", None)
