@@ -411,17 +411,14 @@ def _make_cases(ws, seed):
 
 def _run_cases(rank, world_size, cases, split_args, list_args):
     """One disposable rank: every case on its gloo group, before and after (or the error)."""
+    from helpers.runtime.transfer import encode   # copies now; lists once sent as JSON
+
     def to_torch(name, value, dtype):
         if value is None or name in split_args:
             return value
         if name in list_args:
             return [torch.tensor(v, dtype=dtype) for v in value]
         return torch.tensor(value, dtype=dtype)
-
-    def snap(value):
-        if isinstance(value, (list, tuple)):
-            return [snap(v) for v in value]
-        return value.tolist() if isinstance(value, torch.Tensor) else value
 
     results = []
     for case in cases:
@@ -431,7 +428,7 @@ def _run_cases(rank, world_size, cases, split_args, list_args):
                   for k, v in case["params"].items() if k in ("src", "dst", "op")
                   or (k in split_args and k not in args
                       and not (v and isinstance(v[0], list)))}
-        before = {k: snap(v) for k, v in args.items()}
+        before = encode(args)
         try:
             if case["collective"] == "send_recv":  # one send and its recv; others idle
                 if rank == case["params"]["src"]:
@@ -441,7 +438,7 @@ def _run_cases(rank, world_size, cases, split_args, list_args):
             else:
                 getattr(dist, case["collective"])(**args, **kwargs)
             results.append({"rank": rank, "device": "cpu", "before": before,
-                            "after": {k: snap(v) for k, v in args.items()}})
+                            "after": encode(args)})
         except Exception as e:
             results.append({"rank": rank, "error": f"{type(e).__name__}: {e}"})
     return results
