@@ -65,7 +65,9 @@ def frame_png(fig: Figure, dpi: float) -> bytes:
     from PIL import Image
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, facecolor="white")
+    # uncompressed: it is read back at once, and only the palette PNG is kept
+    fig.savefig(buffer, format="png", dpi=dpi, facecolor="white",
+                pil_kwargs={"compress_level": 0})
     image = Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
     small = io.BytesIO()
     image.quantize(colors=PALETTE, dither=Image.Dither.NONE).save(small, "PNG", optimize=True)

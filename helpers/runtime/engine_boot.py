@@ -10,6 +10,8 @@ once instead of once per rank (the way a torch DataLoader forks its workers afte
 importing torch: nothing has started CUDA, MPI or a ZeroMQ context yet). Every
 process then waits (bounded) for the controller's engine connection file, hands it
 to ipyparallel's engine through $IPP_CONNECTION_INFO and becomes one engine.
+Where this IPYTHONDIR has an engine zygote (engine_zygote.py), the process launched
+here hands that whole boot to it instead, so the imports are not paid again at all.
 
 Each copy is forked twice and its middle process exits, so the engines are not
 children of one another: any of them can end without leaving a zombie in another.
@@ -26,15 +28,15 @@ import random
 import sys
 import time
 
-WAIT_S = float(os.environ.get("TUTORIAL_ENGINE_WAIT_S", "120"))
-
-
-def read_connection_file(path: str, wait_s: float = WAIT_S,
+def read_connection_file(path: str, wait_s: float | None = None,
                          poll_s: float = 0.05) -> str:
-    """The JSON text of `path` once it exists and parses; SystemExit after `wait_s`.
+    """The JSON text of `path` once it exists and parses; SystemExit after `wait_s`
+    ($TUTORIAL_ENGINE_WAIT_S, else 120 s).
 
     The controller writes the file in place, so a reader can see it half written.
     """
+    if wait_s is None:
+        wait_s = float(os.environ.get("TUTORIAL_ENGINE_WAIT_S", "120"))
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -56,13 +58,13 @@ def fork_engines(copies: int) -> bool:
         if middle == 0:
             if os.fork() != 0:
                 os._exit(0)  # the middle process: its child is adopted, not ours
-            _reseed()
+            reseed()
             return True
         os.waitpid(middle, 0)
     return False
 
 
-def _reseed() -> None:
+def reseed() -> None:
     """Fresh random state, as a new process has (a fork copies its parent's)."""
     import torch
 
@@ -171,18 +173,27 @@ def fork_nanny() -> None:
     engine_app.start_nanny = start_nanny
 
 
-def main() -> None:
-    if len(sys.argv) < 3 or not sys.argv[2].isdigit() or int(sys.argv[2]) < 1:
-        raise SystemExit("usage: python -m helpers.runtime.engine_boot CONNECTION_FILE "
-                         "N_ENGINES [ipengine arguments...]")
-    connection_file = sys.argv.pop(1)
-    n_engines = int(sys.argv.pop(1))
-    import ipykernel.ipkernel  # noqa: F401  what every engine imports; paid once
-    import torch
-    import torch.distributed  # noqa: F401  (imported for its cost, as the lines around)
-    from ipyparallel.engine.app import main as engine_main
+USAGE = ("usage: python -m helpers.runtime.engine_boot CONNECTION_FILE N_ENGINES "
+         "[ipengine arguments...]")
 
-    import helpers.runtime.engine  # noqa: F401  (imported for its cost: forks share it)
+
+def preload() -> None:
+    """What every engine imports, paid once here (or once in the zygote)."""
+    import ipykernel.ipkernel  # noqa: F401
+    import torch  # noqa: F401
+    import torch.distributed  # noqa: F401
+    import ipyparallel.engine.app  # noqa: F401
+
+    import helpers.runtime.engine  # noqa: F401
+
+
+def boot(argv: list[str]) -> None:
+    """Become the first of N_ENGINES engines, forking the others: `argv` is
+    CONNECTION_FILE N_ENGINES [ipengine arguments...]."""
+    connection_file, n_engines = argv[0], int(argv[1])
+    sys.argv = [__file__, *argv[2:]]       # what ipyparallel's engine app parses
+    preload()
+    from ipyparallel.engine.app import main as engine_main
 
     # What the imports made is never collected: a full collection (IPython's reset calls
     # one as each engine exits) then walks only what the notebook made, and the forks
@@ -194,6 +205,23 @@ def main() -> None:
     # (ipp_compat: forking-engine-start)
     os.environ["IPP_CONNECTION_INFO"] = read_connection_file(connection_file)
     engine_main()
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if len(argv) < 2 or not argv[1].isdigit() or int(argv[1]) < 1:
+        raise SystemExit(USAGE)
+    from helpers.runtime.engine_zygote import boot_in_zygote
+
+    code = boot_in_zygote(argv)     # forked from this IPYTHONDIR's zygote, where it can be
+    if code is None:
+        boot(argv)
+    elif code < 0:                  # ended by a signal: so does this process, as ours
+        import signal
+
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    raise SystemExit(code or 0)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import signal
 import socket
 import subprocess
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Callable, NoReturn
 
 # The server: import `preload` once, then fork a child per request that calls `entry`.
 _SERVER = r"""
@@ -41,18 +42,13 @@ path = list(sys.path)
 sys.path.append(sys.argv[2])           # last: never in front of what the child imports
 for name in json.loads(sys.argv[3]):
     importlib.import_module(name)      # the work every child skips
+from helpers.runtime.forkserver import child_main, woken_by_children
 module, _, function = sys.argv[4].partition(":")
 entry = getattr(importlib.import_module(module), function)
 import gc
 gc.freeze()     # the imports are never collected: a child's full collections skip them
 
-wake_r, wake_w = os.pipe()
-os.set_blocking(wake_w, False)
-signal.set_wakeup_fd(wake_w)
-signal.signal(signal.SIGCHLD, lambda *_: None)
-selector = selectors.DefaultSelector()
-selector.register(sock, selectors.EVENT_READ)
-selector.register(wake_r, selectors.EVENT_READ)
+selector, wake_r, wake_w = woken_by_children(sock)
 sock.send(json.dumps({"ready": os.getpid()}).encode())
 children = set()
 
@@ -61,34 +57,12 @@ def fork_child(request, fds):
     pid = os.fork()
     if pid:
         return pid
-    code = 1
-    try:                               # the child: the server's imports, nothing else
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+    def close():
         sock.close(); os.close(wake_r); os.close(wake_w)
-        os.setsid()                    # a session of its own, as start_new_session gives
-        os.environ.clear()
-        os.environ.update(request["env"])
-        for target, fd in zip((0, 1, 2), fds):
-            os.dup2(fd, target)
-        for fd in fds[:3]:
-            os.close(fd)
-        os.chdir(request["cwd"])
-        sys.path[:] = [request["cwd"]] + path[1:]     # as `python -m` in that folder has it
-        entry(request["spec"], fds[3:])
-        code = 0
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
-    except BaseException:
-        import traceback
-        traceback.print_exc()
-    finally:
-        try:
-            import atexit
-            atexit._run_exitfuncs()    # what the child registered, as an ending python runs
-            sys.stdout.flush(); sys.stderr.flush()
-        finally:
-            os._exit(code)
+
+    child_main(request["env"], request["cwd"], fds, path, close,
+               lambda: entry(request["spec"], fds[3:]))
 
 
 while True:
@@ -124,6 +98,56 @@ while True:
 """
 
 START_LIMIT_S = 180.0   # importing torch on a loaded 2-core machine
+
+
+def woken_by_children(sock: socket.socket) -> tuple[selectors.BaseSelector, int, int]:
+    """A selector on `sock` and on a pipe that a child's end (SIGCHLD) writes to, and that
+    pipe's two ends."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    selector = selectors.DefaultSelector()
+    selector.register(sock, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    return selector, wake_r, wake_w
+
+
+def child_main(env: dict[str, str], cwd: str, fds: list[int], path: list[str],
+               close: Callable[[], None], run: Callable[[], None]) -> NoReturn:
+    """What a forked child does, to be what a new `python` in folder `cwd`, environment
+    `env`, with fds[0:3] as stdin, stdout and stderr would be: `close` the server's own
+    sockets, a session of its own, then `run()`; it ends as python ends (its exit status,
+    its atexit functions) and never returns into the server's loop."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        close()
+        os.setsid()                    # as start_new_session gives
+        os.environ.clear()
+        os.environ.update(env)
+        for target, fd in zip((0, 1, 2), fds):
+            os.dup2(fd, target)
+        for fd in fds[:3]:
+            os.close(fd)
+        os.chdir(cwd)
+        sys.path[:] = [cwd] + path[1:]     # as `python -m` in that folder has it
+        run()
+        code = 0
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+    finally:
+        try:
+            import atexit
+            atexit._run_exitfuncs()    # what the child registered, as an ending python runs
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
 
 
 @dataclass(frozen=True)

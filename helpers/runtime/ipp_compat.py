@@ -106,7 +106,7 @@ WORKAROUNDS = (
         "if it follows the transport, drop the argument (engines then exit by themselves "
         "when the controller goes)", _engine_heartbeat_on_loopback_tcp),
     Workaround(
-        "forking-engine-start", "helpers.runtime.engine_boot:main",
+        "forking-engine-start", "helpers.runtime.engine_boot:boot",
         "one process per engine, each importing torch: engine_boot replaces the local "
         "launcher's engine_cmd, forks, and hands the connection over $IPP_CONNECTION_INFO "
         "(send_engines_connection_env=False in starting.new_ipp_cluster)",

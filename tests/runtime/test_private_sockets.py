@@ -156,8 +156,12 @@ def _role(proc: psutil.Process) -> str:
     command = " ".join(proc.cmdline())
     if "ipyparallel.engine.nanny" in command or proc.name() == engine_boot.NANNY_NAME:
         return "nanny"     # engine_boot forks the local launcher's nannies
-    if "ipyparallel.engine" in command or "helpers.runtime.engine_boot" in command:
-        return "engine"   # engine_boot: the local launcher's engines (forked from one)
+    if "helpers.runtime.engine_zygote" in command:
+        return "engine"   # the local launcher's engines, forked by the zygote
+    if "helpers.runtime.engine_boot" in command:
+        return "launched"  # what ipyparallel launched: it handed its boot to the zygote
+    if "ipyparallel.engine" in command:
+        return "engine"
     if unix_sockets.CONTROLLER_MODULE in command:
         return "controller"   # the controller and its scheduler processes
     return command
@@ -175,8 +179,9 @@ def test_cluster_listens_on_unix_sockets_except_nannies_store_and_gloo():
         roles = {proc.pid: _role(proc) for proc in procs}
         by_role = {role: [p for p in procs if roles[p.pid] == role]
                    for role in set(roles.values())}
-        assert sorted(by_role) == ["controller", "engine", "nanny"], roles
+        assert sorted(by_role) == ["controller", "engine", "launched", "nanny"], roles
         assert len(by_role["engine"]) == len(by_role["nanny"]) == N_RANKS
+        assert [_tcp_listeners(p) for p in by_role["launched"]] == [[]]
 
         # the controller and its schedulers: no TCP at all; unix sockets, owner-only
         for proc in by_role["controller"]:

@@ -1,0 +1,302 @@
+"""Cold starts forked from a zygote: the engines' imports paid once per IPYTHONDIR, not per cluster.
+
+engine_boot imports torch, ipykernel and ipyparallel's engine once per cluster (about
+2 CPU-s on a quiet core), then forks the other engines. A kernel that starts, stops and
+starts again (a restart, another world size, a test) paid that at every start. Here the
+first start launches a zygote, `python -m helpers.runtime.engine_zygote SOCKET`: it imports
+what engine_boot imports, once, then forks one boot per later start. The launched
+`engine_boot` process stays what ipyparallel watches (its output file, its exit code,
+the signals it is sent): it hands its environment, folder and stdout to the zygote, passes
+on the signals it gets, and exits as the forked boot exits.
+
+A zygote serves one user (its socket is in the owner-only folder of
+unix_sockets.private_socket_dir), one IPYTHONDIR and one environment: the name of its
+socket is a digest of what engine_boot's imports could read (every variable but PER_START,
+which nothing reads before a cluster starts). A forked boot takes its caller's environment,
+and shows it in /proc/PID/environ too (written over the zygote's, which has room for it):
+processes.cluster_processes finds a cluster's processes there.
+
+Lifetime: the zygote ends when every process it started engines for is gone (the owners,
+TUTORIAL_OWNER_PID, and the parents of the kernels among them, JPY_PARENT_PID: stopping
+JupyterLab ends it) or after IDLE_S without a start; a caller that goes kills its boot.
+Where fork is not available, or the zygote cannot start, engine_boot boots in place.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers.runtime import forkserver
+
+PER_START = ("IPP_CLUSTER_ID", "IPP_PROFILE_DIR", "IPP_CONNECTION_INFO", "TUTORIAL_",
+             "JPY_", "PYTEST_CURRENT_TEST")          # prefixes; read after the imports only
+ROOM_VARIABLE = "TUTORIAL_ZYGOTE_ROOM"   # fills the zygote's environment: room for a start's
+ROOM_BYTES = 8192
+IDLE_S = 600.0        # TUTORIAL_ZYGOTE_IDLE: the longest a zygote waits for another start
+START_LIMIT_S = 180.0                    # the zygote's imports on a loaded 2-core machine
+OWNERS_POLL_S = 1.0
+RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+           signal.SIGUSR2)
+_ROOT = str(Path(__file__).resolve().parents[2])   # the folder that holds helpers/
+
+
+def zygote_environment(env: dict[str, str]) -> dict[str, str]:
+    """What a zygote for a boot in `env` is started in: `env` less PER_START."""
+    return {k: v for k, v in env.items() if not k.startswith(PER_START)}
+
+
+def socket_path(env: dict[str, str]) -> Path | None:
+    """Where the zygote for a boot in `env` listens; None outside a start cell's processes."""
+    from helpers.runtime.unix_sockets import private_socket_dir
+
+    ipython_dir = env.get("TUTORIAL_IPYTHONDIR")
+    if not ipython_dir:
+        return None
+    key = json.dumps([sys.executable, _ROOT, ipython_dir,
+                      sorted(zygote_environment(env).items())])
+    return private_socket_dir() / f"zygote-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+
+
+# --- the launched engine_boot: hand the boot to the zygote ------------------------------
+
+def boot_in_zygote(argv: list[str]) -> int | None:
+    """Run engine_boot's `argv` (after the module) as a boot forked by the zygote, and
+    return its exit status (negative: the signal); None where it cannot be forked."""
+    env = dict(os.environ)
+    if not forkserver.available() or env.get("TUTORIAL_ZYGOTE", "1") == "0":
+        return None
+    path = socket_path(env)
+    if path is None:
+        return None
+    conn = _connect(path) or _start_and_connect(path, env)
+    if conn is None:
+        return None
+    with conn:
+        request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
+        socket.send_fds(conn, [request], [0, 1, 2])
+        reply = json.loads(conn.recv(1 << 12) or b"{}")
+        if "started" not in reply:
+            return None          # e.g. an environment larger than the zygote has room for
+        return _follow(conn, reply["started"])
+
+
+def _connect(path: Path) -> socket.socket | None:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(str(path))
+        return conn
+    except OSError:
+        conn.close()
+        return None
+
+
+def _start_and_connect(path: Path, env: dict[str, str]) -> socket.socket | None:
+    """Start the zygote (one caller at a time) and connect to it; None if it never listens."""
+    deadline = time.monotonic() + START_LIMIT_S
+    with open(path.with_suffix(".lock"), "w") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(0.05)
+        conn = _connect(path)            # another caller may have started it meanwhile
+        if conn is not None:
+            return conn
+        path.unlink(missing_ok=True)     # left by a zygote that was killed
+        zygote_env = {**zygote_environment(env), ROOM_VARIABLE: "x" * ROOM_BYTES}
+        with open(path.with_suffix(".log"), "w") as log:
+            zygote = subprocess.Popen(
+                [sys.executable, "-m", "helpers.runtime.engine_zygote", str(path),
+                 env.get("TUTORIAL_ZYGOTE_IDLE", str(IDLE_S))],
+                env=zygote_env, cwd=_ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=log, start_new_session=True)
+        while zygote.poll() is None and time.monotonic() < deadline:
+            conn = _connect(path)
+            if conn is not None:
+                return conn
+            time.sleep(0.05)
+        return None
+
+
+def _follow(conn: socket.socket, pid: int) -> int:
+    """Pass this process's signals on to the boot `pid` until the zygote says it ended."""
+    def relay(signum, frame):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+    for signum in RELAYED:
+        signal.signal(signum, relay)
+    while True:
+        message = conn.recv(1 << 12)
+        if not message:                  # the zygote is gone: wait for the boot itself
+            while _exists(pid):
+                time.sleep(0.2)
+            return 1
+        value = json.loads(message)
+        if value.get("ended") == pid:
+            return value["code"]
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+# --- the zygote ---------------------------------------------------------------------------
+
+def serve(path: Path, idle_s: float = IDLE_S) -> None:
+    """Import what a boot needs, listen at `path`, fork a boot per request; return once
+    no caller is left and every owner is gone, or after `idle_s` without a request."""
+    import gc
+
+    import psutil
+
+    from helpers.runtime import engine_boot
+
+    engine_boot.preload()
+    gc.freeze()        # the imports are never collected: the forks keep sharing their pages
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    staged = path.with_suffix(".new")
+    staged.unlink(missing_ok=True)
+    listener.bind(str(staged))
+    listener.listen(16)
+    os.replace(staged, path)             # a caller connects only once the imports are done
+    ours = os.stat(path).st_ino
+    selector, wake_r, wake_w = forkserver.woken_by_children(listener)
+    boots: dict[int, socket.socket] = {}          # pid -> the caller that asked for it
+    owners: dict[int, psutil.Process] = {}
+    last_start = time.monotonic()
+    try:
+        while True:
+            for key, _ in selector.select(timeout=OWNERS_POLL_S):
+                if key.fileobj is listener:
+                    selector.register(listener.accept()[0], selectors.EVENT_READ)
+                elif key.fileobj is wake_r:
+                    os.read(wake_r, 4096)
+                    _reap(boots)
+                else:
+                    conn = key.fileobj
+                    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+                    if not message:
+                        selector.unregister(conn)
+                        _end_boots_of(conn, boots)
+                        conn.close()
+                        continue
+                    request = json.loads(message)
+                    pid = _fork_boot(request, fds, selector, wake_w)
+                    for fd in fds:
+                        os.close(fd)
+                    if pid is None:
+                        conn.send(json.dumps({"refused": "no room"}).encode())
+                        continue
+                    boots[pid] = conn
+                    conn.send(json.dumps({"started": pid}).encode())
+                    last_start = time.monotonic()
+                    _note_owners(request["env"], owners)
+            callers = len(selector.get_map()) - 2
+            if callers == 0 and not boots and (
+                    (owners and not any(o.is_running() for o in owners.values()))
+                    or time.monotonic() - last_start > idle_s):
+                return
+    finally:                             # what a later zygote of this name would make anew
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ours:
+                path.unlink()
+                path.with_suffix(".lock").unlink()
+        with contextlib.suppress(OSError):
+            if os.stat(path.with_suffix(".log")).st_size == 0:
+                path.with_suffix(".log").unlink()
+
+
+def _note_owners(env: dict[str, str], owners: dict) -> None:
+    import psutil
+
+    for name in ("TUTORIAL_OWNER_PID", "JPY_PARENT_PID"):
+        pid = env.get(name, "")
+        if pid.isdigit() and int(pid) not in owners:
+            with contextlib.suppress(psutil.Error):
+                owners[int(pid)] = psutil.Process(int(pid))
+
+
+def _reap(boots: dict[int, socket.socket]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+        conn = boots.pop(pid, None)
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.send(json.dumps({"ended": pid,
+                                      "code": os.waitstatus_to_exitcode(status)}).encode())
+
+
+def _end_boots_of(conn: socket.socket, boots: dict[int, socket.socket]) -> None:
+    """The caller is gone (killed): so is its boot, and the engines it forked (its group)."""
+    for pid in [p for p, c in boots.items() if c is conn]:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def _fork_boot(request: dict, fds: list[int], selector: selectors.BaseSelector,
+               wake_w: int) -> int | None:
+    """Fork the boot of `request` (fds: its stdin, stdout and stderr); None if its
+    environment does not fit where /proc/PID/environ reads it."""
+    env = request["env"]
+    block = b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in env.items())
+    start, end = _environ_block()
+    if len(block) > end - start:
+        return None
+    pid = os.fork()
+    if pid:
+        return pid
+
+    def close() -> None:                 # the zygote's sockets and pipe
+        for key in list(selector.get_map().values()):
+            key.fileobj.close() if hasattr(key.fileobj, "close") else os.close(key.fileobj)
+        selector.close()
+        os.close(wake_w)
+
+    def run() -> None:
+        # C's environ points at copies now (os.environ's): the block is free to show them
+        ctypes.memmove(start, block + bytes(end - start - len(block)), end - start)
+        from helpers.runtime import engine_boot
+
+        engine_boot.reseed()
+        engine_boot.boot(request["argv"])
+
+    # its engines are its process group: a caller that is killed ends them
+    forkserver.child_main(env, request["cwd"], fds, sys.path, close, run)
+
+
+def _environ_block() -> tuple[int, int]:
+    """Where this process's environment strings are (proc(5): /proc/PID/stat's env_start
+    and env_end, fields 50 and 51): what /proc/PID/environ shows."""
+    with open("/proc/self/stat", "rb") as stat:
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    return int(fields[47]), int(fields[48])
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]), float(sys.argv[2]))
