@@ -1,8 +1,8 @@
-"""Cold starts forked from a zygote: the engines' imports paid once per IPYTHONDIR, not per cluster.
+"""Cold starts forked from a zygote: the engines' imports once per environment, not per start.
 
 engine_boot imports torch, ipykernel and ipyparallel's engine once per cluster (about
-2 CPU-s on a quiet core), then forks the other engines. A kernel that starts, stops and
-starts again (a restart, another world size, a test) paid that at every start. Here the
+2 CPU-s on a quiet core), then forks the other engines. Every start paid that again: a
+restart, another world size, another kernel, every cold test and build lane. Here the
 first start launches a zygote, `python -m helpers.runtime.engine_zygote SOCKET`: it imports
 what engine_boot imports, once, then forks one boot per later start. The launched
 `engine_boot` process stays what ipyparallel watches (its output file, its exit code,
@@ -10,9 +10,9 @@ the signals it is sent): it hands its environment, folder and stdout to the zygo
 on the signals it gets, and exits as the forked boot exits.
 
 A zygote serves one user (its socket is in the owner-only folder of
-unix_sockets.private_socket_dir), one IPYTHONDIR and one environment: the name of its
-socket is a digest of what engine_boot's imports could read (every variable but PER_START,
-which nothing reads before a cluster starts). A forked boot takes its caller's environment,
+unix_sockets.private_socket_dir) and one environment: the name of its socket is a digest
+of what engine_boot's imports could read (every variable but PER_START, which they do
+not read: a start's own, and what a kernel's differs in from a script's). A forked boot takes its caller's environment,
 and shows it in /proc/PID/environ too (written over the zygote's, which has room for it):
 processes.cluster_processes finds a cluster's processes there.
 
@@ -39,13 +39,20 @@ from pathlib import Path
 
 from helpers.runtime import forkserver
 
+# What differs from one start to the next, or between a kernel and a script, and nothing
+# engine_boot.preload() imports reads (tests/runtime/test_engine_zygote.py checks it):
+# the cluster's own, our settings, the folders of IPython, Jupyter and matplotlib, pytest's,
+# and what ipykernel sets for a kernel's subprocesses. Prefixes.
 PER_START = ("IPP_CLUSTER_ID", "IPP_PROFILE_DIR", "IPP_CONNECTION_INFO", "TUTORIAL_",
-             "JPY_", "PYTEST_CURRENT_TEST")          # prefixes; read after the imports only
+             "JPY_", "PYTEST_", "IPYTHONDIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR",
+             "JUPYTER_CONFIG_DIR", "MPL", "CLICOLOR", "FORCE_COLOR", "PAGER", "GIT_PAGER",
+             "PYDEVD_", "TORCHINDUCTOR_CACHE_DIR")
 ROOM_VARIABLE = "TUTORIAL_ZYGOTE_ROOM"   # fills the zygote's environment: room for a start's
 ROOM_BYTES = 8192
 IDLE_S = 600.0        # TUTORIAL_ZYGOTE_IDLE: the longest a zygote waits for another start
 START_LIMIT_S = 180.0                    # the zygote's imports on a loaded 2-core machine
 OWNERS_POLL_S = 1.0
+OWNERS = ("TUTORIAL_OWNER_PID", "JPY_PARENT_PID")   # the zygote lives while one of these does
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
            signal.SIGUSR2)
 _ROOT = str(Path(__file__).resolve().parents[2])   # the folder that holds helpers/
@@ -60,11 +67,9 @@ def socket_path(env: dict[str, str]) -> Path | None:
     """Where the zygote for a boot in `env` listens; None outside a start cell's processes."""
     from helpers.runtime.unix_sockets import private_socket_dir
 
-    ipython_dir = env.get("TUTORIAL_IPYTHONDIR")
-    if not ipython_dir:
+    if not env.get("TUTORIAL_IPYTHONDIR"):
         return None
-    key = json.dumps([sys.executable, _ROOT, ipython_dir,
-                      sorted(zygote_environment(env).items())])
+    key = json.dumps([sys.executable, _ROOT, sorted(zygote_environment(env).items())])
     return private_socket_dir() / f"zygote-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 
 
@@ -118,18 +123,23 @@ def _start_and_connect(path: Path, env: dict[str, str]) -> socket.socket | None:
             return conn
         path.unlink(missing_ok=True)     # left by a zygote that was killed
         zygote_env = {**zygote_environment(env), ROOM_VARIABLE: "x" * ROOM_BYTES}
-        with open(path.with_suffix(".log"), "w") as log:
-            zygote = subprocess.Popen(
-                [sys.executable, "-m", "helpers.runtime.engine_zygote", str(path),
-                 env.get("TUTORIAL_ZYGOTE_IDLE", str(IDLE_S))],
-                env=zygote_env, cwd=_ROOT, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=log, start_new_session=True)
+        # a zygote that fails says nothing: the boot in place fails the same way, and says
+        zygote = subprocess.Popen(
+            [sys.executable, "-m", "helpers.runtime.engine_zygote", str(path),
+             env.get("TUTORIAL_ZYGOTE_IDLE", str(IDLE_S)), *_owner_pids(env)],
+            env=zygote_env, cwd=_ROOT, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         while zygote.poll() is None and time.monotonic() < deadline:
             conn = _connect(path)
             if conn is not None:
                 return conn
             time.sleep(0.05)
         return None
+
+
+def _owner_pids(env: dict[str, str]) -> list[str]:
+    """The processes a start in `env` is made for: its owner and its kernel's parent."""
+    return [env[name] for name in OWNERS if env.get(name, "").isdigit()]
 
 
 def _follow(conn: socket.socket, pid: int) -> int:
@@ -163,15 +173,17 @@ def _exists(pid: int) -> bool:
 
 # --- the zygote ---------------------------------------------------------------------------
 
-def serve(path: Path, idle_s: float = IDLE_S) -> None:
+def serve(path: Path, idle_s: float = IDLE_S, owner_pids: tuple[str, ...] = ()) -> None:
     """Import what a boot needs, listen at `path`, fork a boot per request; return once
-    no caller is left and every owner is gone, or after `idle_s` without a request."""
+    no caller is left and every owner is gone (those of `owner_pids`, the starter's, and
+    of every request's environment), or after `idle_s` without a request."""
     import gc
 
     import psutil
 
     from helpers.runtime import engine_boot
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # its socket goes with it
     engine_boot.preload()
     gc.freeze()        # the imports are never collected: the forks keep sharing their pages
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -184,6 +196,7 @@ def serve(path: Path, idle_s: float = IDLE_S) -> None:
     selector, wake_r, wake_w = forkserver.woken_by_children(listener)
     boots: dict[int, socket.socket] = {}          # pid -> the caller that asked for it
     owners: dict[int, psutil.Process] = {}
+    _note_owners(list(owner_pids), owners)
     last_start = time.monotonic()
     try:
         while True:
@@ -211,7 +224,7 @@ def serve(path: Path, idle_s: float = IDLE_S) -> None:
                     boots[pid] = conn
                     conn.send(json.dumps({"started": pid}).encode())
                     last_start = time.monotonic()
-                    _note_owners(request["env"], owners)
+                    _note_owners(_owner_pids(request["env"]), owners)
             callers = len(selector.get_map()) - 2
             if callers == 0 and not boots and (
                     (owners and not any(o.is_running() for o in owners.values()))
@@ -222,19 +235,15 @@ def serve(path: Path, idle_s: float = IDLE_S) -> None:
             if os.stat(path).st_ino == ours:
                 path.unlink()
                 path.with_suffix(".lock").unlink()
-        with contextlib.suppress(OSError):
-            if os.stat(path.with_suffix(".log")).st_size == 0:
-                path.with_suffix(".log").unlink()
 
 
-def _note_owners(env: dict[str, str], owners: dict) -> None:
+def _note_owners(pids: list[str], owners: dict) -> None:
     import psutil
 
-    for name in ("TUTORIAL_OWNER_PID", "JPY_PARENT_PID"):
-        pid = env.get(name, "")
-        if pid.isdigit() and int(pid) not in owners:
+    for pid in map(int, pids):
+        if pid not in owners:
             with contextlib.suppress(psutil.Error):
-                owners[int(pid)] = psutil.Process(int(pid))
+                owners[pid] = psutil.Process(pid)
 
 
 def _reap(boots: dict[int, socket.socket]) -> None:
@@ -279,6 +288,7 @@ def _fork_boot(request: dict, fds: list[int], selector: selectors.BaseSelector,
         os.close(wake_w)
 
     def run() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)     # as a new process has it
         # C's environ points at copies now (os.environ's): the block is free to show them
         ctypes.memmove(start, block + bytes(end - start - len(block)), end - start)
         from helpers.runtime import engine_boot
@@ -299,4 +309,4 @@ def _environ_block() -> tuple[int, int]:
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]), float(sys.argv[2]))
+    serve(Path(sys.argv[1]), float(sys.argv[2]), tuple(sys.argv[3:]))

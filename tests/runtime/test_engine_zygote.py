@@ -3,13 +3,17 @@ per IPYTHONDIR, engines that look and behave as if started fresh, and a zygote t
 when the processes it served are gone."""
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 
 import psutil
 import pytest
 
 from child import Child, wait_until
+from conftest import REPO
 from helpers.runtime import engine_zygote
 from helpers.runtime.cluster import start_cluster
 from helpers.runtime.processes import OWNER_VARIABLE, cluster_processes
@@ -19,16 +23,23 @@ pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the sessi
 ZYGOTE_MODULE = "helpers.runtime.engine_zygote"
 
 
+OWN = "ZYGOTE_TEST_RUN"     # a variable of the test's own: a zygote of its own
+
+
 @pytest.fixture
-def own_ipython_dir(tmp_path, monkeypatch):
-    """An IPYTHONDIR of the test's own, so its zygote is the test's own too."""
+def own_zygote(tmp_path, monkeypatch, request):
+    """The test's own IPYTHONDIR, and an environment no other start has, so the zygote
+    its starts use is the test's alone; ended afterwards."""
     folder = tmp_path / "ipython"
     folder.mkdir()
     monkeypatch.setenv("IPYTHONDIR", str(folder))
-    yield folder
-    for proc in zygotes():
-        if any(str(folder) in line for line in _environ_lines(proc)):
-            proc.kill()
+    monkeypatch.setenv(OWN, request.node.name)
+    yield request.node.name
+    ours = [proc for proc in zygotes() if _environ(proc).get(OWN) == request.node.name]
+    for proc in ours:
+        proc.terminate()                # SIGTERM: it removes its socket as it goes
+    for proc in psutil.wait_procs(ours, timeout=10)[1]:
+        proc.kill()
 
 
 def zygotes() -> list[psutil.Process]:
@@ -44,11 +55,11 @@ def zygotes() -> list[psutil.Process]:
     return found
 
 
-def _environ_lines(proc: psutil.Process) -> list[str]:
+def _environ(proc: psutil.Process) -> dict[str, str]:
     try:
-        return [f"{k}={v}" for k, v in proc.environ().items()]
+        return proc.environ()
     except psutil.Error:
-        return []
+        return {}
 
 
 def engines_and_launched(cluster_id: str) -> tuple[list[psutil.Process], list[psutil.Process]]:
@@ -72,7 +83,7 @@ def the_zygote_of(engine: psutil.Process) -> psutil.Process:
     return zygote
 
 
-def test_later_cold_starts_fork_their_engines_from_one_zygote(own_ipython_dir):
+def test_later_cold_starts_fork_their_engines_from_one_zygote(own_zygote):
     seen = []
     for n_ranks in (2, 3):
         with start_cluster(n_ranks=n_ranks, backend="gloo", quiet=True, warm=False,
@@ -102,10 +113,10 @@ def test_later_cold_starts_fork_their_engines_from_one_zygote(own_ipython_dir):
     assert len(set(seeds)) == len(seeds), f"forks share a random state: {seeds}"
 
 
-def test_a_start_whose_environment_has_no_room_boots_in_place(own_ipython_dir, monkeypatch):
+def test_a_start_whose_environment_has_no_room_boots_in_place(own_zygote, monkeypatch):
     with start_cluster(n_ranks=2, backend="gloo", quiet=True, warm=False,
                        launcher="local"):
-        pass                                    # the zygote of this IPYTHONDIR is up
+        pass                                    # the test's zygote is up
     # TUTORIAL_ variables are a start's own: they do not make another zygote
     monkeypatch.setenv("TUTORIAL_BIG", "x" * (engine_zygote.ROOM_BYTES + 1))
     with start_cluster(n_ranks=2, backend="gloo", quiet=True, warm=False,
@@ -116,17 +127,16 @@ def test_a_start_whose_environment_has_no_room_boots_in_place(own_ipython_dir, m
         assert engines == [] and len(launched) == 2     # engine_boot and its forked copy
 
 
-def test_without_the_zygote_engine_boot_boots_in_place(own_ipython_dir, monkeypatch):
+def test_without_the_zygote_engine_boot_boots_in_place(own_zygote, monkeypatch):
     monkeypatch.setenv("TUTORIAL_ZYGOTE", "0")
     with start_cluster(n_ranks=2, backend="gloo", quiet=True, warm=False,
                        launcher="local") as cluster:
         engines, launched = engines_and_launched(cluster.cluster_id)
         assert engines == [] and len(launched) == 2
-    assert not [z for z in zygotes()
-                if any(str(own_ipython_dir) in line for line in _environ_lines(z))]
+    assert not [z for z in zygotes() if _environ(z).get(OWN) == own_zygote]
 
 
-def test_the_zygote_ends_once_the_process_it_served_is_gone(own_ipython_dir):
+def test_the_zygote_ends_once_the_process_it_served_is_gone(own_zygote):
     child = Child("c = start_cluster(n_ranks=2, backend='gloo', quiet=True, warm=False)\n"
                   "say(cluster_id=c.cluster_id)\nsys.stdin.readline()\n")
     try:
@@ -142,7 +152,7 @@ def test_the_zygote_ends_once_the_process_it_served_is_gone(own_ipython_dir):
 
 
 @pytest.fixture
-def zygote_cluster(own_ipython_dir):
+def zygote_cluster(own_zygote):
     """A 2-rank cluster whose engines the zygote forked: (engines, the launched process)."""
     cluster = start_cluster(n_ranks=2, backend="gloo", quiet=True, warm=False,
                             launcher="local")
@@ -172,14 +182,47 @@ def test_the_launched_process_passes_signals_on_and_exits_as_the_engine_does(zyg
 
 
 def test_a_zygote_serves_one_environment_less_what_each_start_has_of_its_own(tmp_path):
-    env = {"PATH": "/usr/bin", "TUTORIAL_IPYTHONDIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    env = {"PATH": "/usr/bin", "TUTORIAL_IPYTHONDIR": str(tmp_path), "OMP_NUM_THREADS": "1",
+           "TERM": "xterm"}
     path = engine_zygote.socket_path(env)
     per_start = {"IPP_CLUSTER_ID": "a", "IPP_PROFILE_DIR": "/p", "TUTORIAL_OWNER_PID": "7",
-                 "JPY_PARENT_PID": "8", "PYTEST_CURRENT_TEST": "t"}
+                 "TUTORIAL_IPYTHONDIR": str(tmp_path / "other"), "IPYTHONDIR": "/i",
+                 "JPY_PARENT_PID": "8", "PYTEST_CURRENT_TEST": "t", "MPLBACKEND": "agg",
+                 "JUPYTER_RUNTIME_DIR": "/r", "PAGER": "cat", "CLICOLOR": "1"}
     assert engine_zygote.socket_path({**env, **per_start}) == path
     for name, value in [("OMP_NUM_THREADS", "2"), ("TORCH_CPP_LOG_LEVEL", "INFO"),
-                        ("TUTORIAL_IPYTHONDIR", str(tmp_path / "other"))]:
+                        ("TERM", "xterm-color"), ("PATH", "/bin")]:
         assert engine_zygote.socket_path({**env, name: value}) != path, name
     assert engine_zygote.socket_path({"PATH": "/usr/bin"}) is None   # not a start cell's
     assert engine_zygote.zygote_environment({**env, **per_start}) == {
-        "PATH": "/usr/bin", "OMP_NUM_THREADS": "1"}
+        "PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "TERM": "xterm"}
+
+
+# Records each variable Python code reads as the zygote's imports run (a walk over every
+# variable, as tqdm's envwrap makes to find its own, is not a read of each).
+SPY = """
+import json, os, sys
+read = set()
+getitem = os._Environ.__getitem__
+def spied(self, key):
+    if sys._getframe(1).f_code.co_name != "__iter__":
+        read.add(key)
+    return getitem(self, key)
+os._Environ.__getitem__ = spied
+from helpers.runtime import engine_boot
+engine_boot.preload()
+print(json.dumps(sorted(read)))
+"""
+# ipykernel's IPKernelApp reads these into trait defaults as it is imported; only its
+# initialize() uses them (the parent poller), and an engine makes an IPKernelApp without
+# initializing it (ipyparallel/engine/app.py, init_engine).
+KERNEL_APP_ONLY = {"JPY_PARENT_PID", "JPY_INTERRUPT_EVENT"}
+
+
+def test_nothing_the_zygote_imports_reads_what_a_start_has_of_its_own():
+    done = subprocess.run([sys.executable, "-c", SPY], cwd=REPO, capture_output=True,
+                          text=True, timeout=180, check=True)
+    read = json.loads(done.stdout.splitlines()[-1])
+    assert "OMP_NUM_THREADS" in read or "TORCH_LOGS" in read, read   # the spy sees reads
+    per_start = [k for k in read if k.startswith(engine_zygote.PER_START)]
+    assert sorted(set(per_start) - KERNEL_APP_ONLY) == [], per_start
