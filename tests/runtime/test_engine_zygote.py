@@ -23,19 +23,24 @@ pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the sessi
 ZYGOTE_MODULE = "helpers.runtime.engine_zygote"
 
 
-OWN = "ZYGOTE_TEST_RUN"     # a variable of the test's own: a zygote of its own
+OWN = "ZYGOTE_TEST_RUN"     # a variable no other start has: zygotes of these tests' own
 
 
-@pytest.fixture
-def own_zygote(tmp_path, monkeypatch, request):
-    """The test's own IPYTHONDIR, and an environment no other start has, so the zygote
-    its starts use is the test's alone; ended afterwards."""
-    folder = tmp_path / "ipython"
+@pytest.fixture(scope="module")
+def own_zygote(tmp_path_factory):
+    """An IPYTHONDIR of this file's own, and an environment no other start has, so the
+    zygote its starts use is this file's alone; ended afterwards."""
+    folder = tmp_path_factory.mktemp("zygote") / "ipython"
     folder.mkdir()
-    monkeypatch.setenv("IPYTHONDIR", str(folder))
-    monkeypatch.setenv(OWN, request.node.name)
-    yield request.node.name
-    ours = [proc for proc in zygotes() if _environ(proc).get(OWN) == request.node.name]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IPYTHONDIR", str(folder))
+        mp.setenv(OWN, __name__)
+        yield __name__
+    end_zygotes(__name__)
+
+
+def end_zygotes(own: str) -> None:
+    ours = [proc for proc in zygotes() if _environ(proc).get(OWN) == own]
     for proc in ours:
         proc.terminate()                # SIGTERM: it removes its socket as it goes
     for proc in psutil.wait_procs(ours, timeout=10)[1]:
@@ -129,6 +134,8 @@ def test_a_start_whose_environment_has_no_room_boots_in_place(own_zygote, monkey
 
 def test_without_the_zygote_engine_boot_boots_in_place(own_zygote, monkeypatch):
     monkeypatch.setenv("TUTORIAL_ZYGOTE", "0")
+    own_zygote = "TUTORIAL_ZYGOTE=0"
+    monkeypatch.setenv(OWN, own_zygote)
     with start_cluster(n_ranks=2, backend="gloo", quiet=True, warm=False,
                        launcher="local") as cluster:
         engines, launched = engines_and_launched(cluster.cluster_id)
@@ -138,7 +145,8 @@ def test_without_the_zygote_engine_boot_boots_in_place(own_zygote, monkeypatch):
 
 def test_the_zygote_ends_once_the_process_it_served_is_gone(own_zygote):
     child = Child("c = start_cluster(n_ranks=2, backend='gloo', quiet=True, warm=False)\n"
-                  "say(cluster_id=c.cluster_id)\nsys.stdin.readline()\n")
+                  "say(cluster_id=c.cluster_id)\nsys.stdin.readline()\n",
+                  env=dict(os.environ, **{OWN: "the child's"}))   # its own zygote
     try:
         cluster_id = child.read()["cluster_id"]
         engines, _ = engines_and_launched(cluster_id)
@@ -149,6 +157,7 @@ def test_the_zygote_ends_once_the_process_it_served_is_gone(own_zygote):
         assert not os.path.exists(listening_at), "the zygote left its socket file"
     finally:
         child.kill()
+        end_zygotes("the child's")
 
 
 @pytest.fixture
