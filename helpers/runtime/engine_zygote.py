@@ -29,6 +29,7 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import selectors
 import signal
 import socket
@@ -89,8 +90,11 @@ def boot_in_zygote(argv: list[str]) -> int | None:
         return None
     with conn:
         request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
-        socket.send_fds(conn, [request], [0, 1, 2])
-        reply = json.loads(conn.recv(1 << 12) or b"{}")
+        try:
+            socket.send_fds(conn, [request], [0, 1, 2])
+            reply = json.loads(conn.recv(1 << 12) or b"{}")
+        except OSError:
+            return None          # the zygote ended as we came (its owners had gone)
         if "started" not in reply:
             return None          # e.g. an environment larger than the zygote has room for
         return _follow(conn, reply["started"])
@@ -107,9 +111,11 @@ def _connect(path: Path) -> socket.socket | None:
 
 
 def _start_and_connect(path: Path, env: dict[str, str]) -> socket.socket | None:
-    """Start the zygote (one caller at a time) and connect to it; None if it never listens."""
+    """Start the zygote (one starter at a time: the lock is on the folder, which leaves no
+    file behind) and connect to it; None if it never listens."""
     deadline = time.monotonic() + START_LIMIT_S
-    with open(path.with_suffix(".lock"), "w") as lock:
+    lock = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
         while True:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -123,18 +129,20 @@ def _start_and_connect(path: Path, env: dict[str, str]) -> socket.socket | None:
             return conn
         path.unlink(missing_ok=True)     # left by a zygote that was killed
         zygote_env = {**zygote_environment(env), ROOM_VARIABLE: "x" * ROOM_BYTES}
-        # a zygote that fails says nothing: the boot in place fails the same way, and says
+        # It says "ready" on its stdout once it listens. One that fails says nothing else:
+        # the boot in place then fails the same way, and says why.
         zygote = subprocess.Popen(
             [sys.executable, "-m", "helpers.runtime.engine_zygote", str(path),
              env.get("TUTORIAL_ZYGOTE_IDLE", str(IDLE_S)), *_owner_pids(env)],
-            env=zygote_env, cwd=_ROOT, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        while zygote.poll() is None and time.monotonic() < deadline:
-            conn = _connect(path)
-            if conn is not None:
-                return conn
-            time.sleep(0.05)
-        return None
+            env=zygote_env, cwd=_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+        with zygote.stdout:
+            ready, _, _ = select.select([zygote.stdout], [], [], START_LIMIT_S)
+            if not ready or zygote.stdout.readline() != b"ready\n":
+                return None
+        return _connect(path)
+    finally:
+        os.close(lock)                   # and with it the lock
 
 
 def _owner_pids(env: dict[str, str]) -> list[str]:
@@ -193,6 +201,8 @@ def serve(path: Path, idle_s: float = IDLE_S, owner_pids: tuple[str, ...] = ()) 
     listener.listen(16)
     os.replace(staged, path)             # a caller connects only once the imports are done
     ours = os.stat(path).st_ino
+    print("ready", flush=True)           # to the starter, which then stops reading
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     selector, wake_r, wake_w = forkserver.woken_by_children(listener)
     boots: dict[int, socket.socket] = {}          # pid -> the caller that asked for it
     owners: dict[int, psutil.Process] = {}
@@ -234,7 +244,6 @@ def serve(path: Path, idle_s: float = IDLE_S, owner_pids: tuple[str, ...] = ()) 
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ours:
                 path.unlink()
-                path.with_suffix(".lock").unlink()
 
 
 def _note_owners(pids: list[str], owners: dict) -> None:
