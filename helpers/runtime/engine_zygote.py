@@ -85,7 +85,8 @@ def boot_in_zygote(argv: list[str]) -> int | None:
     path = socket_path(env)
     if path is None:
         return None
-    conn = _connect(path) or _start_and_connect(path, env)
+    idle_s = _idle_s(env)
+    conn = _connect(path) or _start_and_connect(path, env, idle_s)
     if conn is None:
         return None
     with conn:
@@ -110,7 +111,8 @@ def _connect(path: Path) -> socket.socket | None:
         return None
 
 
-def _start_and_connect(path: Path, env: dict[str, str]) -> socket.socket | None:
+def _start_and_connect(path: Path, env: dict[str, str],
+                       idle_s: float) -> socket.socket | None:
     """Start the zygote (one starter at a time: the lock is on the folder, which leaves no
     file behind) and connect to it; None if it never listens."""
     deadline = time.monotonic() + START_LIMIT_S
@@ -133,7 +135,7 @@ def _start_and_connect(path: Path, env: dict[str, str]) -> socket.socket | None:
         # the boot in place then fails the same way, and says why.
         zygote = subprocess.Popen(
             [sys.executable, "-m", "helpers.runtime.engine_zygote", str(path),
-             env.get("TUTORIAL_ZYGOTE_IDLE", str(IDLE_S)), *_owner_pids(env)],
+             str(idle_s), *_owner_pids(env)],
             env=zygote_env, cwd=_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True)
         with zygote.stdout:
@@ -143,6 +145,20 @@ def _start_and_connect(path: Path, env: dict[str, str]) -> socket.socket | None:
         return _connect(path)
     finally:
         os.close(lock)                   # and with it the lock
+
+
+def _idle_s(env: dict[str, str]) -> float:
+    """$TUTORIAL_ZYGOTE_IDLE, else IDLE_S; a value that is not a number of seconds above 0
+    ends the start with an error naming it (the start cell shows the engines' output)."""
+    raw = env.get("TUTORIAL_ZYGOTE_IDLE", "").strip()
+    try:
+        idle_s = float(raw) if raw else IDLE_S
+    except ValueError:
+        idle_s = -1.0
+    if not idle_s > 0:
+        raise SystemExit(f"TUTORIAL_ZYGOTE_IDLE={raw!r}: give the seconds a zygote waits "
+                         "for another start, a number above 0")
+    return idle_s
 
 
 def _owner_pids(env: dict[str, str]) -> list[str]:

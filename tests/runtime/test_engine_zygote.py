@@ -235,3 +235,9 @@ def test_nothing_the_zygote_imports_reads_what_a_start_has_of_its_own():
     assert "OMP_NUM_THREADS" in read or "TORCH_LOGS" in read, read   # the spy sees reads
     per_start = [k for k in read if k.startswith(engine_zygote.PER_START)]
     assert sorted(set(per_start) - KERNEL_APP_ONLY) == [], per_start
+
+
+def test_a_bad_idle_time_is_an_error_that_names_it(own_zygote, monkeypatch):
+    monkeypatch.setenv("TUTORIAL_ZYGOTE_IDLE", "soon")
+    with pytest.raises(RuntimeError, match="TUTORIAL_ZYGOTE_IDLE='soon'"):
+        start_cluster(n_ranks=2, backend="gloo", quiet=True, warm=False, launcher="local")
