@@ -19,7 +19,8 @@ BW_BYTES, LAT_BYTES = 64 << 20, 4
 class Measured:
     """Everything one run measured, as the report and the JSON file read it."""
     groups: list[Group] = field(default_factory=list)
-    records: dict[str, list[dict]] = field(default_factory=lambda: {"cold": [], "warm": []})
+    records: dict[str, list[dict]] = field(
+        default_factory=lambda: {"first": [], "cold": [], "warm": []})
     rows: dict[str, list[dict]] = field(default_factory=lambda: {
         f"{p} {m}": [] for p in ("torchrun", "notebook") for m in ("busbw", "latency")})
     extra: list[str] = field(default_factory=list)
@@ -70,7 +71,7 @@ def breakdown_lines(name: str, stages: dict[str, float], total: float) -> list[s
 
 def report_lines(args: argparse.Namespace, measured: Measured, began: float,
                  mean_ratios: dict[str, float], stage_medians: dict[str, dict]) -> list[str]:
-    units = {"busbw": "GB/s", "latency": "µs", "cold": "s", "warm": "s", "html": "s"}
+    units = {"busbw": "GB/s", "latency": "µs", "first": "s", "cold": "s", "warm": "s", "html": "s"}
     groups = measured.groups
     lines = [f"notebook path vs torchrun: {args.ranks} ranks, gloo, {platform.node()}, "
              f"{os.cpu_count()} CPUs, {time.monotonic() - began:.0f} s in all",

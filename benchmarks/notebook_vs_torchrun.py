@@ -10,10 +10,14 @@ Four ratios, each measured in pairs, repeated until it holds still (helpers.benc
              (target ≤ 1.10). Both: the timed calls in batches, each measurement's value
              its fastest batch (what the path itself costs: other processes only add
              time); the ratios of the means over all calls are printed too;
-  cold, warm start cell to first collective: a fresh Python process running
+  first, cold, warm
+             start cell to first collective: a fresh Python process running
              `from helpers import start_cluster`, `start_cluster` and one all_reduce, cold
              and warm (taking over the warm cluster the previous process left), against
              the wall time of `torchrun --standalone` of benchmarks/torchrun_all_reduce.py.
+             A cold start forks its engines from the zygote that an earlier start left
+             (helpers/runtime/engine_zygote.py); a first start has none: its environment
+             is one no start had before, so it starts its own, as a session's first does.
 The ratio printed is the median of the repeats' ratios, with its spread (the half-width
 of the 90 % bootstrap interval of that median, relative to it); a pair stops once its
 spread is within ±tolerance (after --min-repeats), or at its cap (--max-repeats, or its
@@ -132,14 +136,19 @@ def torchrun_start(n: int) -> float:
         return time.perf_counter() - t0
 
 
-def cluster_start(n: int, warm: bool, record: list[dict]) -> float:
+_firsts = iter(range(1, 10 ** 6))
+
+
+def cluster_start(n: int, warm: bool, record: list[dict], first: bool = False) -> float:
     """A fresh Python process (see child): start cell to first all_reduce, in seconds;
-    its stage times are appended to `record`."""
+    its stage times are appended to `record`. `first`: in an environment no start had
+    before, so no zygote serves it."""
+    env = dict(os.environ, **({"NB_VS_TORCHRUN_FIRST": str(next(_firsts))} if first else {}))
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child",
                           "warm" if warm else "cold", "--ranks", str(n)],
                          cwd=REPO, check=True, capture_output=True, text=True,
-                         timeout=600).stdout
+                         timeout=600, env=env).stdout
     result = json.loads(out.strip().splitlines()[-1])
     result["python process (launch to exit)"] = time.perf_counter() - t0
     record.append(result)
@@ -214,8 +223,8 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--max-repeats", type=int, default=30)
     parser.add_argument("--bw-budget", type=float, default=60.0,
                         help="seconds at most for the busbw and latency pairs (60)")
-    parser.add_argument("--start-budget", type=float, default=130.0,
-                        help="seconds at most for the start pairs (130)")
+    parser.add_argument("--start-budget", type=float, default=160.0,
+                        help="seconds at most for the start pairs (160)")
     parser.add_argument("--bw-iters", type=int, default=8, help="64 MiB: timed calls")
     parser.add_argument("--bw-batches", type=int, default=4, help="64 MiB: batches (4)")
     parser.add_argument("--bw-warmup", type=int, default=1)
@@ -270,9 +279,11 @@ def measure_starts(args: argparse.Namespace, measured: Measured, limits: dict) -
                           "in the background during the start pairs)")
     measured.groups.append(settle_ratios.settle(Group(
         measure={"torchrun start": lambda: torchrun_start(n),
+                 "first start": lambda: cluster_start(n, False, records["first"], True),
                  "cold start": lambda: cluster_start(n, False, records["cold"]),
                  "warm start": lambda: cluster_start(n, True, records["warm"])},
-        ratios=[Ratio("cold", "cold start", "torchrun start"),
+        ratios=[Ratio("first", "first start", "torchrun start"),
+                Ratio("cold", "cold start", "torchrun start"),
                 Ratio("warm", "warm start", "torchrun start")]),
         budget_s=args.start_budget, **limits))
     not_reused = sum(not r["reused"] for r in records["warm"])
