@@ -11,15 +11,17 @@ on the signals it gets, and exits as the forked boot exits.
 
 A zygote serves one user (its socket is in the owner-only folder of
 unix_sockets.private_socket_dir) and one environment: the name of its socket is a digest
-of what engine_boot's imports could read (every variable but PER_START, which they do
-not read: a start's own, and what a kernel's differs in from a script's). A forked boot takes its caller's environment,
-and shows it in /proc/PID/environ too (written over the zygote's, which has room for it):
-processes.cluster_processes finds a cluster's processes there.
+of what engine_boot's imports could read, every variable but PER_START (which they do
+not read: a start's own, and what a kernel's differs in from a script's). A forked boot
+takes its caller's environment, and shows it in /proc/PID/environ too (written over the
+zygote's, which has room for it): processes.cluster_processes finds a cluster's
+processes there.
 
 Lifetime: the zygote ends when every process it started engines for is gone (the owners,
 TUTORIAL_OWNER_PID, and the parents of the kernels among them, JPY_PARENT_PID: stopping
-JupyterLab ends it) or after IDLE_S without a start; a caller that goes kills its boot.
-Where fork is not available, or the zygote cannot start, engine_boot boots in place.
+JupyterLab ends it), or after TUTORIAL_ZYGOTE_IDLE seconds (IDLE_S) without a start; a
+caller that goes kills its boot. Where fork is not available, with TUTORIAL_ZYGOTE=0, or
+when the zygote cannot start, engine_boot boots in place.
 """
 from __future__ import annotations
 
