@@ -236,7 +236,10 @@ def serve(path: Path, idle_s: float = IDLE_S, owner_pids: tuple[str, ...] = ()) 
                     _reap(boots)
                 else:
                     conn = key.fileobj
-                    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+                    try:
+                        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+                    except OSError:              # a caller killed as it asked: as gone
+                        message, fds = b"", []
                     if not message:
                         selector.unregister(conn)
                         _end_boots_of(conn, boots)
@@ -246,13 +249,13 @@ def serve(path: Path, idle_s: float = IDLE_S, owner_pids: tuple[str, ...] = ()) 
                     pid = _fork_boot(request, fds, selector, wake_w)
                     for fd in fds:
                         os.close(fd)
-                    if pid is None:
-                        conn.send(json.dumps({"refused": "no room"}).encode())
-                        continue
-                    boots[pid] = conn
-                    conn.send(json.dumps({"started": pid}).encode())
-                    last_start = time.monotonic()
-                    _note_owners(_owner_pids(request["env"]), owners)
+                    if pid is not None:
+                        boots[pid] = conn
+                        last_start = time.monotonic()
+                        _note_owners(_owner_pids(request["env"]), owners)
+                    with contextlib.suppress(OSError):   # its end of file comes next
+                        conn.send(json.dumps({"started": pid} if pid else
+                                             {"refused": "no room"}).encode())
             callers = len(selector.get_map()) - 2
             if callers == 0 and not boots and (
                     (owners and not any(o.is_running() for o in owners.values()))
