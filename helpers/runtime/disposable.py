@@ -8,8 +8,10 @@ several cases run at once): the case is an ordinary function of
 new processes that form their own gloo group (a new TCPStore on 127.0.0.1, gloo pinned
 to `lo`, a short timeout), and each process reports what the function returned, what it
 raised, or the signal that ended it (disposable_rank.py). The processes are forked from a
-server that has imported torch already (forkserver.py; a new `python` each where fork is
-not available). The notebook's own engines are not involved.
+server that has imported torch already: the engines' zygote (engine_zygote.py), shared by
+every kernel in the same environment, else a fork server of the caller's own
+(forkserver.py), else a new `python` each where fork is not available. The notebook's own
+engines are not involved.
 tests/claims/test_claims.py runs the ledger's claims through the same function.
 """
 from __future__ import annotations
@@ -34,7 +36,7 @@ from helpers.runtime.disposable_rank import COLD_START, PRELOAD, RESULT_MARK
 from helpers.runtime.rendezvous import listening_socket
 
 _ROOT = str(Path(__file__).resolve().parents[2])   # the folder that holds helpers/
-RANKS = forkserver.Kind(PRELOAD, "helpers.runtime.disposable_rank:forked")
+RANKS = forkserver.Kind(PRELOAD, "helpers.runtime.disposable_rank:forked", zygote=True)
 
 
 @dataclass

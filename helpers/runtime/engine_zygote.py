@@ -7,7 +7,9 @@ first start launches a zygote, `python -m helpers.runtime.engine_zygote SOCKET`:
 what engine_boot imports, once, then forks one boot per later start. The launched
 `engine_boot` process stays what ipyparallel watches (its output file, its exit code,
 the signals it is sent): it hands its environment, folder and stdout to the zygote, passes
-on the signals it gets, and exits as the forked boot exits.
+on the signals it gets, and exits as the forked boot exits. It forks the ranks of
+disposable runs too (forkserver.Kind.zygote): their fork server is then this zygote, one
+per user and environment instead of one per kernel, and their caller is one of its owners.
 
 A zygote serves one user (its socket is in the owner-only folder of
 unix_sockets.private_socket_dir) and one environment: the name of its socket is a digest
@@ -20,7 +22,7 @@ processes there.
 Lifetime: the zygote ends when every process it started engines for is gone (the owners,
 TUTORIAL_OWNER_PID, and the parents of the kernels among them, JPY_PARENT_PID: stopping
 JupyterLab ends it), or after TUTORIAL_ZYGOTE_IDLE seconds (IDLE_S) without a start; a
-caller that goes kills its boot. Where fork is not available, with TUTORIAL_ZYGOTE=0, or
+caller that goes kills what it asked for. Where fork is not available, with TUTORIAL_ZYGOTE=0, or
 when the zygote cannot start, engine_boot boots in place.
 """
 from __future__ import annotations
@@ -29,6 +31,7 @@ import contextlib
 import ctypes
 import fcntl
 import hashlib
+import importlib
 import json
 import os
 import select
@@ -43,19 +46,21 @@ from pathlib import Path
 from helpers.runtime import forkserver
 
 # What differs from one start to the next, or between a kernel and a script, and nothing
-# engine_boot.preload() imports reads (tests/runtime/test_engine_zygote.py checks it):
-# the cluster's own, our settings, the folders of IPython, Jupyter and matplotlib, pytest's,
-# and what ipykernel sets for a kernel's subprocesses. Prefixes.
+# the zygote's preload() reads (tests/runtime/test_engine_zygote.py checks it): the
+# cluster's own, our settings, the folders of IPython, Jupyter and matplotlib, pytest's,
+# what ipykernel sets for a kernel's subprocesses, and python -u's (which a forked child
+# applies itself: forkserver.child_main). Prefixes.
 PER_START = ("IPP_CLUSTER_ID", "IPP_PROFILE_DIR", "IPP_CONNECTION_INFO", "TUTORIAL_",
              "JPY_", "PYTEST_", "IPYTHONDIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR",
              "JUPYTER_CONFIG_DIR", "MPL", "CLICOLOR", "FORCE_COLOR", "PAGER", "GIT_PAGER",
-             "PYDEVD_", "TORCHINDUCTOR_CACHE_DIR")
+             "PYDEVD_", "TORCHINDUCTOR_CACHE_DIR", "PYTHONUNBUFFERED")
 ROOM_VARIABLE = "TUTORIAL_ZYGOTE_ROOM"   # fills the zygote's environment: room for a start's
 ROOM_BYTES = 8192
 IDLE_S = 600.0        # TUTORIAL_ZYGOTE_IDLE: the longest a zygote waits for another start
 START_LIMIT_S = 180.0                    # the zygote's imports on a loaded 2-core machine
 OWNERS_POLL_S = 1.0
 OWNERS = ("TUTORIAL_OWNER_PID", "JPY_PARENT_PID")   # the zygote lives while one of these does
+MAX_FDS = 8          # with a request: a boot's 3, a fork server's request file and its fds
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
            signal.SIGUSR2)
 _ROOT = str(Path(__file__).resolve().parents[2])   # the folder that holds helpers/
@@ -66,12 +71,10 @@ def zygote_environment(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not k.startswith(PER_START)}
 
 
-def socket_path(env: dict[str, str]) -> Path | None:
-    """Where the zygote for a boot in `env` listens; None outside a start cell's processes."""
+def socket_path(env: dict[str, str]) -> Path:
+    """Where the zygote for a process in `env` listens."""
     from helpers.runtime.unix_sockets import private_socket_dir
 
-    if not env.get("TUTORIAL_IPYTHONDIR"):
-        return None
     key = json.dumps([sys.executable, _ROOT, sorted(zygote_environment(env).items())])
     return private_socket_dir() / f"zygote-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 
@@ -82,13 +85,12 @@ def boot_in_zygote(argv: list[str]) -> int | None:
     """Run engine_boot's `argv` (after the module) as a boot forked by the zygote, and
     return its exit status (negative: the signal); None where it cannot be forked."""
     env = dict(os.environ)
-    if not forkserver.available() or env.get("TUTORIAL_ZYGOTE", "1") == "0":
-        return None
-    path = socket_path(env)
-    if path is None:
-        return None
-    idle_s = _idle_s(env)
-    conn = _connect(path) or _start_and_connect(path, env, idle_s)
+    if not env.get("TUTORIAL_IPYTHONDIR"):
+        return None                      # not a start cell's processes
+    try:
+        conn = connect(env, owners_of(env))
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
     if conn is None:
         return None
     with conn:
@@ -103,6 +105,29 @@ def boot_in_zygote(argv: list[str]) -> int | None:
         return _follow(conn, reply["started"])
 
 
+def connect(env: dict[str, str], owner_pids: list[str]) -> socket.socket | None:
+    """A connection to the zygote for processes in `env`, started if there is none (for
+    `owner_pids`); None where there is no zygote: no fork here, TUTORIAL_ZYGOTE=0, or one
+    that did not start. A bad TUTORIAL_ZYGOTE_IDLE is a ValueError that names it."""
+    if not forkserver.available() or env.get("TUTORIAL_ZYGOTE", "1") == "0":
+        return None
+    idle_s = idle_seconds(env)           # checked at every start, not only the first
+    path = socket_path(env)
+    return _connect(path) or _start_and_connect(path, env, idle_s, owner_pids)
+
+
+def fits(env: dict[str, str]) -> bool:
+    """Whether a process in `env` fits where its zygote's environment is (what
+    /proc/PID/environ shows): a zygote refuses one that does not."""
+    room = {**zygote_environment(env), ROOM_VARIABLE: "x" * ROOM_BYTES}
+    return len(_block(env)) <= len(_block(room))
+
+
+def _block(env: dict[str, str]) -> bytes:
+    """`env` as the environment strings of a process: NAME=value, each ending in NUL."""
+    return b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in env.items())
+
+
 def _connect(path: Path) -> socket.socket | None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -113,8 +138,8 @@ def _connect(path: Path) -> socket.socket | None:
         return None
 
 
-def _start_and_connect(path: Path, env: dict[str, str],
-                       idle_s: float) -> socket.socket | None:
+def _start_and_connect(path: Path, env: dict[str, str], idle_s: float,
+                       owner_pids: list[str]) -> socket.socket | None:
     """Start the zygote (one starter at a time: the lock is on the folder, which leaves no
     file behind) and connect to it; None if it never listens."""
     deadline = time.monotonic() + START_LIMIT_S
@@ -137,7 +162,7 @@ def _start_and_connect(path: Path, env: dict[str, str],
         # the boot in place then fails the same way, and says why.
         zygote = subprocess.Popen(
             [sys.executable, "-m", "helpers.runtime.engine_zygote", str(path),
-             str(idle_s), *_owner_pids(env)],
+             str(idle_s), *owner_pids],
             env=zygote_env, cwd=_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True)
         with zygote.stdout:
@@ -149,21 +174,21 @@ def _start_and_connect(path: Path, env: dict[str, str],
         os.close(lock)                   # and with it the lock
 
 
-def _idle_s(env: dict[str, str]) -> float:
+def idle_seconds(env: dict[str, str]) -> float:
     """$TUTORIAL_ZYGOTE_IDLE, else IDLE_S; a value that is not a number of seconds above 0
-    ends the start with an error naming it (the start cell shows the engines' output)."""
+    is a ValueError naming it (a start cell shows it as the engines' output)."""
     raw = env.get("TUTORIAL_ZYGOTE_IDLE", "").strip()
     try:
         idle_s = float(raw) if raw else IDLE_S
     except ValueError:
         idle_s = -1.0
     if not idle_s > 0:
-        raise SystemExit(f"TUTORIAL_ZYGOTE_IDLE={raw!r}: give the seconds a zygote waits "
+        raise ValueError(f"TUTORIAL_ZYGOTE_IDLE={raw!r}: give the seconds a zygote waits "
                          "for another start, a number above 0")
     return idle_s
 
 
-def _owner_pids(env: dict[str, str]) -> list[str]:
+def owners_of(env: dict[str, str]) -> list[str]:
     """The processes a start in `env` is made for: its owner and its kernel's parent."""
     return [env[name] for name in OWNERS if env.get(name, "").isdigit()]
 
@@ -199,6 +224,16 @@ def _exists(pid: int) -> bool:
 
 # --- the zygote ---------------------------------------------------------------------------
 
+def preload() -> None:
+    """What a zygote imports: an engine's imports, and a disposable rank's."""
+    from helpers.runtime import engine_boot
+    from helpers.runtime.disposable_rank import PRELOAD
+
+    engine_boot.preload()
+    for name in PRELOAD:
+        importlib.import_module(name)
+
+
 def serve(path: Path, idle_s: float = IDLE_S, owner_pids: tuple[str, ...] = ()) -> None:
     """Import what a boot needs, listen at `path`, fork a boot per request; return once
     no caller is left and every owner is gone (those of `owner_pids`, the starter's, and
@@ -207,10 +242,8 @@ def serve(path: Path, idle_s: float = IDLE_S, owner_pids: tuple[str, ...] = ()) 
 
     import psutil
 
-    from helpers.runtime import engine_boot
-
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # its socket goes with it
-    engine_boot.preload()
+    preload()
     gc.freeze()        # the imports are never collected: the forks keep sharing their pages
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     staged = path.with_suffix(".new")
@@ -237,22 +270,22 @@ def serve(path: Path, idle_s: float = IDLE_S, owner_pids: tuple[str, ...] = ()) 
                 else:
                     conn = key.fileobj
                     try:
-                        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+                        request, fds = _receive_request(conn)
                     except OSError:              # a caller killed as it asked: as gone
-                        message, fds = b"", []
-                    if not message:
+                        request, fds = None, []
+                    if request is None:
                         selector.unregister(conn)
                         _end_boots_of(conn, boots)
                         conn.close()
                         continue
-                    request = json.loads(message)
-                    pid = _fork_boot(request, fds, selector, wake_w)
+                    pid = _fork(request, fds, selector, wake_w)
                     for fd in fds:
                         os.close(fd)
                     if pid is not None:
                         boots[pid] = conn
                         last_start = time.monotonic()
-                        _note_owners(_owner_pids(request["env"]), owners)
+                        _note_owners(owners_of(request["env"]) + _caller_of(request, conn),
+                                     owners)
                     with contextlib.suppress(OSError):   # its end of file comes next
                         conn.send(json.dumps({"started": pid} if pid else
                                              {"refused": "no room"}).encode())
@@ -277,18 +310,11 @@ def _note_owners(pids: list[str], owners: dict) -> None:
 
 
 def _reap(boots: dict[int, socket.socket]) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if not pid:
-            return
+    for pid, code in forkserver.ended_children():
         conn = boots.pop(pid, None)
         if conn is not None:
             with contextlib.suppress(OSError):
-                conn.send(json.dumps({"ended": pid,
-                                      "code": os.waitstatus_to_exitcode(status)}).encode())
+                conn.send(json.dumps({"ended": pid, "code": code}).encode())
 
 
 def _end_boots_of(conn: socket.socket, boots: dict[int, socket.socket]) -> None:
@@ -298,12 +324,34 @@ def _end_boots_of(conn: socket.socket, boots: dict[int, socket.socket]) -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
-def _fork_boot(request: dict, fds: list[int], selector: selectors.BaseSelector,
-               wake_w: int) -> int | None:
-    """Fork the boot of `request` (fds: its stdin, stdout and stderr); None if its
-    environment does not fit where /proc/PID/environ reads it."""
+def _receive_request(conn: socket.socket) -> tuple[dict | None, list[int]]:
+    """The next request on `conn` and the fds that came with it (None: the caller is gone).
+    A boot's comes as JSON with its stdin, stdout and stderr; a fork server's
+    (forkserver.ForkServer) as b"request" with the request in a file, then its fds."""
+    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, MAX_FDS)
+    if not message:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    if message != b"request":
+        return json.loads(message), fds
+    with os.fdopen(fds.pop(0)) as file:
+        return json.load(file), fds
+
+
+def _caller_of(request: dict, conn: socket.socket) -> list[str]:
+    """A fork server's caller is an owner. A boot's is not: the launched engine_boot goes
+    as its cluster stops, and the zygote stays for the next start."""
+    return [str(forkserver.peer_pid(conn))] if "entry" in request else []
+
+
+def _fork(request: dict, fds: list[int], selector: selectors.BaseSelector,
+          wake_w: int) -> int | None:
+    """Fork what `request` asks for: a boot (its "argv"), or a fork server's child (its
+    "entry", called with its "spec" and the fds after stdin, stdout and stderr). None if
+    its environment does not fit where /proc/PID/environ reads it."""
     env = request["env"]
-    block = b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in env.items())
+    block = _block(env)
     start, end = _environ_block()
     if len(block) > end - start:
         return None
@@ -321,12 +369,17 @@ def _fork_boot(request: dict, fds: list[int], selector: selectors.BaseSelector,
         signal.signal(signal.SIGTERM, signal.SIG_DFL)     # as a new process has it
         # C's environ points at copies now (os.environ's): the block is free to show them
         ctypes.memmove(start, block + bytes(end - start - len(block)), end - start)
+        if "entry" in request:
+            module, _, function = request["entry"].partition(":")
+            getattr(importlib.import_module(module), function)(request["spec"], fds[3:])
+            return
         from helpers.runtime import engine_boot
 
         engine_boot.reseed()
         engine_boot.boot(request["argv"])
 
-    # its engines are its process group: a caller that is killed ends them
+    # its engines (or a fork server's child) are its process group: a caller that is
+    # killed ends them
     forkserver.child_main(env, request["cwd"], fds, sys.path, close, run)
 
 

@@ -18,21 +18,27 @@ callers whose environment is its own but for the variables its kind ignores; ano
 caller gets a new server, and the old one ends.
 
 Lifetime: the server ends when its caller closes the socket or dies (end of file on it),
-and kills the children still running then.
+and kills the children still running then. A kind with `zygote=True` (disposable ranks)
+is forked by engine_zygote's zygote where there is one instead: it imports an engine's
+modules and a rank's, serves every process of its user and environment (less what a
+start has of its own), and outlives its callers; a caller that goes still takes its
+children with it.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import selectors
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Callable, NoReturn
+from typing import IO, Any, Callable, Iterator, NoReturn
 
 # The server: import `preload` once, then fork a child per request that calls `entry`.
 _SERVER = r"""
@@ -42,7 +48,7 @@ path = list(sys.path)
 sys.path.append(sys.argv[2])           # last: never in front of what the child imports
 for name in json.loads(sys.argv[3]):
     importlib.import_module(name)      # the work every child skips
-from helpers.runtime.forkserver import child_main, woken_by_children
+from helpers.runtime.forkserver import child_main, ended_children, woken_by_children
 module, _, function = sys.argv[4].partition(":")
 entry = getattr(importlib.import_module(module), function)
 import gc
@@ -85,15 +91,8 @@ while True:
             sock.send(json.dumps({"started": pid}).encode())
         else:
             os.read(wake_r, 4096)
-            while True:
-                try:
-                    pid, status = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if not pid:
-                    break
+            for pid, code in ended_children():
                 children.discard(pid)
-                code = os.waitstatus_to_exitcode(status)
                 sock.send(json.dumps({"ended": pid, "code": code}).encode())
 """
 
@@ -111,6 +110,25 @@ def woken_by_children(sock: socket.socket) -> tuple[selectors.BaseSelector, int,
     selector.register(sock, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
     return selector, wake_r, wake_w
+
+
+def ended_children() -> Iterator[tuple[int, int]]:
+    """The children that have ended since the last call, reaped: (pid, exit code as
+    Popen.returncode has it)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+        yield pid, os.waitstatus_to_exitcode(status)
+
+
+def peer_pid(sock: socket.socket) -> int:
+    """The process at the other end of the unix socket `sock` (as it was when it connected)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[0]
 
 
 def child_main(env: dict[str, str], cwd: str, fds: list[int], path: list[str],
@@ -133,6 +151,11 @@ def child_main(env: dict[str, str], cwd: str, fds: list[int], path: list[str],
             os.close(fd)
         os.chdir(cwd)
         sys.path[:] = [cwd] + path[1:]     # as `python -m` in that folder has it
+        if env.get("PYTHONUNBUFFERED"):    # as python -u has them (the server's may not be)
+            sys.stdout, sys.stderr = (
+                io.TextIOWrapper(open(fd, "wb", 0, closefd=False), encoding=old.encoding,
+                                 errors=old.errors, write_through=True)
+                for fd, old in ((1, sys.stdout), (2, sys.stderr)))
         run()
         code = 0
     except SystemExit as exit:
@@ -161,6 +184,8 @@ class Kind:
     entry: str
     ignored: tuple[str, ...] = ("PYTEST_CURRENT_TEST",)   # prefixes
     defaults: tuple[tuple[str, str], ...] = ()   # the server's, where the caller sets none
+    # forked by the zygote of engine_zygote (which imports `preload` too) where there is one
+    zygote: bool = False
 
     def server_environment(self, env: dict[str, str]) -> dict[str, str]:
         """The environment a server for a caller in `env` imports `preload` in."""
@@ -174,32 +199,57 @@ class Kind:
 
 
 class ForkServer:
-    """One server process of `kind`, for the environment `env`; `fork` asks it for a child."""
+    """One server process of `kind`, for the environment `env`; `fork` asks it for a child.
+    The server is a process of its own, or, given `zygote` (a connection to it), the
+    zygote of engine_zygote: one per user and environment, which outlives this caller."""
 
-    def __init__(self, kind: Kind, env: dict[str, str], root: str) -> None:
+    def __init__(self, kind: Kind, env: dict[str, str], root: str,
+                 zygote: socket.socket | None = None) -> None:
         self.kind, self.env = kind, kind.server_environment(env)
         self.ended: dict[int, int] = {}    # pid -> exit code, as Popen.returncode has it
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._log = tempfile.TemporaryFile(mode="w+")
+        self._gone = False
+        self.process: subprocess.Popen | None = None
+        if zygote is not None:
+            self._sock, self.pid = zygote, peer_pid(zygote)
+            return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(
             [sys.executable, "-c", _SERVER, str(theirs.fileno()), root,
              json.dumps(kind.preload), kind.entry],
             env=self.env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
             pass_fds=(theirs.fileno(),), start_new_session=True)
+        self.pid = self.process.pid
         theirs.close()
         self._sock = ours
         self._receive("ready", START_LIMIT_S)
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        if self.process is not None:
+            return self.process.poll() is None
+        try:
+            self.collect()
+        except RuntimeError:
+            pass
+        return not self._gone
+
+    def serves(self, env: dict[str, str]) -> bool:
+        """Whether this server may fork a child for a caller in `env`."""
+        if self.process is not None:
+            return self.kind.same_environment(self.env, env)
+        from helpers.runtime import engine_zygote
+
+        return (engine_zygote.socket_path(env) == engine_zygote.socket_path(self.env)
+                and engine_zygote.fits(env))
 
     def fork(self, spec: Any, env: dict[str, str], cwd: str, fds: list[int]) -> "ForkedChild":
         """A child calling the kind's entry with `spec`, in folder `cwd` and environment
         `env`, with fds[0:3] as its stdin, stdout and stderr (the rest passed on)."""
-        if not self.kind.same_environment(self.env, env):
+        if not self.serves(env):
             raise ValueError("this fork server was started in another environment")
         with tempfile.TemporaryFile("w+") as request:    # unlinked: nothing left behind
-            json.dump({"spec": spec, "cwd": cwd, "env": env}, request)
+            json.dump({"spec": spec, "cwd": cwd, "env": env, "entry": self.kind.entry},
+                      request)
             request.flush()
             request.seek(0)
             socket.send_fds(self._sock, [b"request"], [request.fileno(), *fds])
@@ -218,13 +268,15 @@ class ForkServer:
             self._sock.settimeout(None)
 
     def close(self) -> None:
-        """End the server, and with it any child still running."""
+        """End the server (or, with the zygote, this caller's connection to it), and with it
+        any child still running."""
         self._sock.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         self._log.close()
 
     def _receive(self, kind: str, timeout_s: float) -> int:
@@ -240,12 +292,18 @@ class ForkServer:
             value = self._take(message)
             if kind in value:
                 return value[kind]
-        self.process.kill()
+            if "refused" in value:
+                raise RuntimeError(f"the zygote refused the fork: {value['refused']}")
+        if self.process is not None:
+            self.process.kill()
         raise RuntimeError(f"the fork server ({self.kind.entry}) gave no '{kind}' in "
                            f"{timeout_s:.0f} s: {self._log_tail()}")
 
     def _take(self, message: bytes) -> dict:
         if not message:
+            self._gone = True
+            if self.process is None:
+                raise RuntimeError(f"the zygote that forks {self.kind.entry} ended")
             self.process.wait(timeout=10)
             raise RuntimeError(f"the fork server ({self.kind.entry}) ended (exit code "
                                f"{self.process.returncode}): {self._log_tail()}")
@@ -300,13 +358,30 @@ _servers: dict[Kind, ForkServer] = {}
 def fork_server(kind: Kind, env: dict[str, str], root: str) -> ForkServer:
     """The running server of `kind` for `env`; a new one (the old one ended) if `env` has
     changed in a variable that `kind` does not ignore."""
+    if kind.zygote:
+        from helpers.runtime import engine_zygote
+
+        engine_zygote.idle_seconds(env)  # a bad setting is an error, zygote or not
     server = _servers.get(kind)
-    if server is not None and not (kind.same_environment(server.env, env) and server.alive()):
+    if server is not None and not (server.serves(env) and server.alive()):
         server.close()
         server = None
     if server is None:
-        server = _servers[kind] = ForkServer(kind, env, root)
+        server = _servers[kind] = ForkServer(kind, env, root, _zygote_for(kind, env))
     return server
+
+
+def _zygote_for(kind: Kind, env: dict[str, str]) -> socket.socket | None:
+    """A connection to the zygote that forks `kind` for a caller in `env` (this process
+    its owner, with the ones its environment names); None where `kind` has none, or `env`
+    has no room in it."""
+    if not kind.zygote:
+        return None
+    from helpers.runtime import engine_zygote
+
+    if not engine_zygote.fits(env):
+        return None
+    return engine_zygote.connect(env, engine_zygote.owners_of(env) + [str(os.getpid())])
 
 
 def available() -> bool:

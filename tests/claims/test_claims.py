@@ -401,10 +401,10 @@ CLAIMS: tuple[Claim, ...] = (
     gloo("14-new-group-waits-only-for-members", "14_groups_and_meshes", "c25",
          "on gloo, creating a group waits only for\nits members"),
     Claim("14-skipper-out-of-step-times-out", "14_groups_and_meshes", "c27",
-          "The ranks that made the call fail after the 3-second timeout", "test",
+          "The ranks that made the call fail after the 1-second timeout", "test",
           "tests/notebooks/test_14_groups_and_meshes.py::test_groups_and_meshes_notebook"),
     gloo("14-skipper-gloo-connect-timeout", "14_groups_and_meshes", "c27",
-         "its `all_reduce` may time out after 3 s, or its connection set-up may fail with "
+         "its `all_reduce` may time out after 1 s, or its connection set-up may fail with "
          "gloo's `Connect timeout`, which is not the group's timeout but 5 times it"),
     Claim("14-missed-call-recovers", "14_groups_and_meshes", "c27",
           "Outside that group it returns at once, the counts agree again, and a new group works",

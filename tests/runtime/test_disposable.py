@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import os
 import resource
+import signal
 
 import pytest
 
@@ -92,23 +94,37 @@ def _task_count(pid: int) -> int:
 
 
 @pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
+@pytest.mark.parametrize("zygote", ["zygote", "own server"])
 def test_forked_ranks_run_in_the_callers_folder_environment_and_debug_level(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, zygote):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TUTORIAL_ZYGOTE", "1" if zygote == "zygote" else "0")
+    monkeypatch.setenv("DISPOSABLE_TEST", "zygote" if zygote == "zygote" else "own")
     outcomes = run_disposable(where_and_how, world_size=2, detail=True)
     server = forkserver._servers[RANKS]
     assert server is not None and server.alive()
-    assert _task_count(server.process.pid) == 1, "fork is only safe from one thread"
+    assert (server.process is None) == (zygote == "zygote")
+    assert _task_count(server.pid) == 1, "fork is only safe from one thread"
     assert [o.result for o in outcomes] == [
         ["DebugLevel.DETAIL", str(tmp_path), None, 1, True]] * 2, [o.summary() for o in outcomes]
     # the same environment: the same server, and DETAIL does not stick
     assert run_disposable(where_and_how, world_size=3)[2].result[0] == "DebugLevel.OFF"
     assert forkserver._servers[RANKS] is server
-    # another environment: a new server; the old one has ended
+    # a variable the imports never read (TUTORIAL_*): the zygote forks those ranks too
     monkeypatch.setenv("TUTORIAL_PROBE", "changed")
     outcomes = run_disposable(where_and_how, world_size=2)
     assert [o.result[2] for o in outcomes] == ["changed", "changed"]
-    assert forkserver._servers[RANKS] is not server and server.process.poll() == 0
+    if zygote == "zygote":
+        assert forkserver._servers[RANKS] is server
+    else:   # its own server serves one environment: a new one; the old one has ended
+        assert forkserver._servers[RANKS] is not server and server.process.poll() == 0
+    # another environment: another server
+    monkeypatch.setenv("DISPOSABLE_TEST", "changed")
+    assert run_disposable(where_and_how, world_size=2)[1].result[1] == str(tmp_path)
+    assert forkserver._servers[RANKS].pid != server.pid
+    if zygote == "zygote":       # this test's own: not left for the rest of the session
+        for pid in {server.pid, forkserver._servers[RANKS].pid}:
+            os.kill(pid, signal.SIGTERM)
 
 
 @pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
@@ -124,20 +140,29 @@ def test_a_forked_rank_past_the_limit_is_killed_and_reported(tmp_path):
 
 
 _CALLER = """
-import os, sys
+import os, sys, time
 sys.path.insert(0, sys.argv[1])
 from helpers.runtime import forkserver
-from helpers.runtime.disposable import RANKS, run_disposable
+from helpers.runtime.disposable import RANKS, start_disposable
+from helpers.runtime.disposable_rank import RESULT_MARK
 def case(rank, world_size):
+    if rank == 1:
+        import time
+        time.sleep(120)
     return rank
-assert [o.result for o in run_disposable(case, world_size=2)] == [0, 1]
-print(forkserver._servers[RANKS].process.pid, flush=True)
+run = start_disposable(case, world_size=2, limit_s=120)
+while RESULT_MARK not in open(run.logs[0][0].name).read():
+    time.sleep(0.05)                     # until rank 0 has reported; rank 1 sleeps
+print(forkserver._servers[RANKS].pid, run.procs[1].pid, flush=True)
 os.kill(os.getpid(), 9)
 """
 
 
 @pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
-def test_the_fork_server_ends_with_its_caller(tmp_path):
+@pytest.mark.parametrize("zygote", ["zygote", "own server"])
+def test_the_fork_server_and_its_ranks_end_with_their_caller(tmp_path, zygote):
+    """A caller killed with a rank running: it ends, and so does the server (the zygote
+    too, whose one owner the caller was, and its socket)."""
     import os
     import subprocess
     import sys
@@ -147,17 +172,26 @@ def test_the_fork_server_ends_with_its_caller(tmp_path):
 
     caller = tmp_path / "caller.py"     # a file: run_disposable ships the case's source
     caller.write_text(_CALLER)
-    tmp = tmp_path / "tmp"
+    tmp, sockets = tmp_path / "tmp", tmp_path / "sockets"
     tmp.mkdir()
+    sockets.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in ("JPY_PARENT_PID",
+                                                           "TUTORIAL_OWNER_PID")}
+    env.update(TMPDIR=str(tmp), XDG_RUNTIME_DIR=str(sockets),
+               TUTORIAL_ZYGOTE="1" if zygote == "zygote" else "0")
     done = subprocess.run([sys.executable, str(caller), str(REPO)], capture_output=True,
-                          text=True, timeout=240, env={**os.environ, "TMPDIR": str(tmp)})
+                          text=True, timeout=240, env=env)
     assert done.returncode == -9, done.stderr[-2000:]
-    server_pid = int(done.stdout.split()[-1])
+    server_pid, rank_pid = map(int, done.stdout.split()[-2:])
     deadline = time.monotonic() + 10
-    while os.path.exists(f"/proc/{server_pid}") and time.monotonic() < deadline:
+    while (os.path.exists(f"/proc/{server_pid}") or os.path.exists(f"/proc/{rank_pid}")) \
+            and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{rank_pid}"), "a rank outlived its caller"
     assert not os.path.exists(f"/proc/{server_pid}"), "the fork server outlived its caller"
-    assert list(tmp.iterdir()) == []    # a caller killed at once leaves no file behind
+    # the request files have no name; only the folder of the run it was in is left
+    assert [p.name[:11] for p in tmp.iterdir()] == ["disposable-"]
+    assert [p.name for p in sockets.rglob("*") if p.is_socket()] == []
 
 
 def test_without_a_fork_server_each_rank_is_a_new_python(monkeypatch):
@@ -236,3 +270,9 @@ def test_a_run_dropped_uncollected_is_ended():
     gc.collect()
     assert not [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
     assert not os.path.exists(folder)
+
+
+def test_a_bad_zygote_idle_time_is_an_error_that_names_it(monkeypatch):
+    monkeypatch.setenv("TUTORIAL_ZYGOTE_IDLE", "-1")
+    with pytest.raises(ValueError, match="TUTORIAL_ZYGOTE_IDLE='-1'"):
+        run_disposable(where_and_how, world_size=2)
