@@ -178,6 +178,9 @@ def _fit_relative(design: np.ndarray, size: np.ndarray, time_us: np.ndarray,
         kept[worst] = False
 
 
+NO_GROWTH = "the time does not grow with the size"   # fit_joint's refusal of a sweep
+
+
 def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0) -> Fit:
     """One α and one β for the rows of ONE collective (any world sizes, ≥ 2), by least
     squares on the relative error: every point weighs the same, 8 B or 64 MiB.
@@ -207,7 +210,7 @@ def fit_joint(rows: Sequence[Row], algorithm: str = "ring", outlier: float = 3.0
     alpha_us, inv_beta = solution
     alpha_err, inv_beta_err = np.sqrt(np.clip(np.diag(covariance), 0, None))
     if inv_beta <= 0:
-        raise ValueError(f"{names[0]}: the time does not grow with the size here "
+        raise ValueError(f"{names[0]}: {NO_GROWTH} here "
                          f"(slope {inv_beta:.3g} µs/B): no bandwidth to fit; sweep larger sizes")
     beta = 1 / inv_beta / 1e3   # bytes per µs → GB/s
     return Fit(names[0], algorithm, tuple(sorted({r["world_size"] for r in used})),

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
+from helpers.bench.alpha_beta import NO_GROWTH, Fits, fit_all
 from helpers.bench.measurement import measure
 from helpers.checks import Report
 
@@ -103,6 +104,27 @@ def run_sweep(cluster: Any, collectives: Sequence[str], sizes: Sequence[int],
     finally:
         bar.close()
     return results
+
+
+def sweep_fits(cluster: Any, collectives: Sequence[str], sizes: Sequence[int],
+               tries: int = 3, **sweep: Any) -> Fits:
+    """fit_all's α-β fit per collective of rank 0's rows of run_sweep(`sweep` options).
+
+    A fit refused because the time does not grow with the size (other work on the machine
+    slowed the small sizes of this sweep) is a disturbed measurement, not a result: the
+    sweep is made again, up to `tries` sweeps in all, and each retry is printed. ValueError
+    naming the refusal when the last sweep is refused too."""
+    if tries < 1:
+        raise ValueError(f"tries must be at least 1, not {tries}")
+    for sweep_number in range(1, tries + 1):
+        fits = fit_all(rank0_rows(run_sweep(cluster, collectives, sizes, **sweep)))
+        if not fits.refused:
+            return fits
+        reasons = "; ".join(fits.refused.values())
+        disturbed = all(NO_GROWTH in reason for reason in fits.refused.values())
+        if not disturbed or sweep_number == tries:
+            raise ValueError(f"sweep {sweep_number} of at most {tries} refused: {reasons}")
+        print(f"sweep {sweep_number} of at most {tries} refused ({reasons}): measured again")
 
 
 def rank0_rows(per_rank: PerRank) -> list[dict]:

@@ -787,3 +787,45 @@ def test_settle_keeps_to_its_time_budget_after_three_repeats():
     assert group.repeats == FLOOR == 3 and group.stopped.startswith("cap of 0 s")
     group = settle(unsettled(), budget_s=1.0, max_repeats=30)
     assert 3 < group.repeats < 11 and group.stopped.startswith("cap of 1 s")
+
+
+def _as_sweep(rows: list[dict]) -> list:
+    """`rows` as run_sweep returns them: per point, what each of two ranks returned."""
+    return [((r["collective"], r["bytes"]), [r, r]) for r in rows]
+
+
+def test_a_sweep_whose_time_does_not_grow_is_measured_again(monkeypatch, capsys):
+    from helpers.bench import sweep
+
+    good = _synthetic("all_reduce", 40.0, 1.5, world_sizes=(2,))
+    disturbed = [dict(r, time_us=1000.0 - r["bytes"] * 1e-6) for r in good]   # falls
+    made = []
+
+    def fake_sweep(cluster, collectives, sizes, **options):
+        made.append(options)
+        return _as_sweep(disturbed if len(made) < 3 else good)
+
+    monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
+    fits = sweep.sweep_fits(None, ["all_reduce"], [8], tries=3, iters=8)
+    assert made == [{"iters": 8}] * 3
+    assert fits["all_reduce"].alpha_us == pytest.approx(40.0, rel=1e-6)
+    out = capsys.readouterr().out
+    assert out.count("measured again") == 2 and "does not grow with the size" in out
+    made.clear()
+    with pytest.raises(ValueError, match="sweep 2 of at most 2 refused: all_reduce: the time "
+                                         "does not grow"):
+        sweep.sweep_fits(None, ["all_reduce"], [8], tries=2)
+    assert len(made) == 2
+
+
+def test_a_sweep_refused_for_another_reason_is_not_measured_again(monkeypatch):
+    from helpers.bench import sweep
+
+    made = []
+    too_few = _synthetic("all_reduce", 40.0, 1.5, world_sizes=(2,))[:2]
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: made.append(1) or _as_sweep(too_few))
+    with pytest.raises(ValueError, match="sweep 1 of at most 3 refused: all_reduce: need >= 3"):
+        sweep.sweep_fits(None, ["all_reduce"], [8])
+    assert made == [1]
+    with pytest.raises(ValueError, match="tries must be at least 1"):
+        sweep.sweep_fits(None, ["all_reduce"], [8], tries=0)
