@@ -320,8 +320,9 @@ def _reap(boots: dict[int, socket.socket]) -> None:
 def _end_boots_of(conn: socket.socket, boots: dict[int, socket.socket]) -> None:
     """The caller is gone (killed): so is its boot, and the engines it forked (its group)."""
     for pid in [p for p, c in boots.items() if c is conn]:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
+        for kill in (os.killpg, os.kill):    # its group, and itself (before its setsid)
+            with contextlib.suppress(OSError):
+                kill(pid, signal.SIGKILL)
 
 
 def _receive_request(conn: socket.socket) -> tuple[dict | None, list[int]]:

@@ -76,10 +76,16 @@ while True:
         if key.fileobj is sock:
             message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
             if not message:            # the caller is gone: so are the children
-                for pid in children:
+                for pid in children:       # its group, and itself (before its setsid)
+                    for kill in (os.killpg, os.kill):
+                        try:
+                            kill(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                for pid in children:       # reaped here: no zombie left for init
                     try:
-                        os.killpg(pid, signal.SIGKILL)
-                    except OSError:
+                        os.waitpid(pid, 0)
+                    except ChildProcessError:
                         pass
                 sys.exit(0)
             with os.fdopen(fds.pop(0)) as file:    # the request: a file with no name

@@ -158,6 +158,16 @@ os.kill(os.getpid(), 9)
 """
 
 
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and has not ended: a zombie (state Z) has ended, and
+    waits only for whoever adopted it (init, once its parent is gone) to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 @pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
 @pytest.mark.parametrize("zygote", ["zygote", "own server"])
 def test_the_fork_server_and_its_ranks_end_with_their_caller(tmp_path, zygote):
@@ -184,11 +194,10 @@ def test_the_fork_server_and_its_ranks_end_with_their_caller(tmp_path, zygote):
     assert done.returncode == -9, done.stderr[-2000:]
     server_pid, rank_pid = map(int, done.stdout.split()[-2:])
     deadline = time.monotonic() + 10
-    while (os.path.exists(f"/proc/{server_pid}") or os.path.exists(f"/proc/{rank_pid}")) \
-            and time.monotonic() < deadline:
+    while (_running(server_pid) or _running(rank_pid)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not os.path.exists(f"/proc/{rank_pid}"), "a rank outlived its caller"
-    assert not os.path.exists(f"/proc/{server_pid}"), "the fork server outlived its caller"
+    assert not _running(rank_pid), "a rank outlived its caller"
+    assert not _running(server_pid), "the fork server outlived its caller"
     # the request files have no name; only the folder of the run it was in is left
     assert [p.name[:11] for p in tmp.iterdir()] == ["disposable-"]
     assert [p.name for p in sockets.rglob("*") if p.is_socket()] == []
