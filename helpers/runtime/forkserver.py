@@ -213,12 +213,15 @@ class ForkServer:
                  zygote: socket.socket | None = None) -> None:
         self.kind, self.env = kind, kind.server_environment(env)
         self.ended: dict[int, int] = {}    # pid -> exit code, as Popen.returncode has it
-        self._log = tempfile.TemporaryFile(mode="w+")
         self._gone = False
         self.process: subprocess.Popen | None = None
         if zygote is not None:
+            from helpers.runtime import engine_zygote
+
             self._sock, self.pid = zygote, peer_pid(zygote)
+            self._zygote_path = engine_zygote.socket_path(self.env)
             return
+        self._log = tempfile.TemporaryFile(mode="w+")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(
             [sys.executable, "-c", _SERVER, str(theirs.fileno()), root,
@@ -245,8 +248,7 @@ class ForkServer:
             return self.kind.same_environment(self.env, env)
         from helpers.runtime import engine_zygote
 
-        return (engine_zygote.socket_path(env) == engine_zygote.socket_path(self.env)
-                and engine_zygote.fits(env))
+        return engine_zygote.socket_path(env) == self._zygote_path and engine_zygote.fits(env)
 
     def fork(self, spec: Any, env: dict[str, str], cwd: str, fds: list[int]) -> "ForkedChild":
         """A child calling the kind's entry with `spec`, in folder `cwd` and environment
@@ -283,7 +285,7 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        self._log.close()
+            self._log.close()
 
     def _receive(self, kind: str, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s
@@ -319,6 +321,8 @@ class ForkServer:
         return value
 
     def _log_tail(self) -> str:
+        if self.process is None:
+            return "(the zygote's output is not kept)"
         self._log.seek(0)
         return self._log.read()[-2000:] or "(it printed nothing)"
 
