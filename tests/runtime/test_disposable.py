@@ -159,12 +159,15 @@ os.kill(os.getpid(), 9)
 
 
 def _running(pid: int) -> bool:
-    """Whether process `pid` exists and has not ended: a zombie (state Z) has ended, and
-    waits only for whoever adopted it (init, once its parent is gone) to reap it."""
+    """Whether process `pid` exists and has not ended (processes.running: a zombie has
+    ended, and waits only for whoever adopted it to reap it)."""
+    import psutil
+
+    from helpers.runtime.processes import running
+
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+        return running(psutil.Process(pid))
+    except psutil.NoSuchProcess:
         return False
 
 
