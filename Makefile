@@ -45,8 +45,9 @@ $(ENV_DIR)/bin/python:
 # imports it when present, and it builds its parsers at import: 1.4 s in every process that
 # imports nbformat (python-jsonschema/jsonschema#1428). It checks only the "iri" formats,
 # which no schema we load uses (tests/tools/test_repo.py), so it is removed.
+# tools/install.py: pip's install, done by uv with pip's settings (3x faster here).
 $(INSTALLED): requirements.txt pyproject.toml | $(ENV_DIR)/bin/python
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
+	$(PYTHON) -m tools.install -r requirements.txt -e .
 	$(PYTHON) -m pip uninstall --quiet --disable-pip-version-check -y rfc3987-syntax
 	@touch $@
 
@@ -55,7 +56,7 @@ install: $(INSTALLED)
 # The mpi launcher (TUTORIAL_LAUNCHER=mpi) needs Open MPI (apt-get install openmpi-bin
 # libopenmpi-dev) and mpi4py in the environment.
 install-mpi: $(INSTALLED)
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check mpi4py==4.1.2
+	$(PYTHON) -m tools.install mpi4py==4.1.2
 
 # A one-node Slurm on this machine (tools/slurm/, as root): the slurm launcher's
 # tests start it, run notebooks on engines that sbatch/srun start, and stop it again.
