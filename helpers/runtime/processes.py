@@ -85,9 +85,10 @@ def forget_cluster_files(cluster_id: str, ipython_dir: str | None = None) -> Non
             path.unlink()
 
 
-def running(proc: psutil.Process) -> bool:
-    """Alive and not a zombie."""
+def running(proc: psutil.Process | int) -> bool:
+    """Alive and not a zombie (a process, or a pid)."""
     try:
+        proc = psutil.Process(proc) if isinstance(proc, int) else proc
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False

@@ -22,6 +22,7 @@ if TYPE_CHECKING:   # a case's `torch` and `dist` are the disposable rank's own 
 
 from helpers.runtime import forkserver
 from helpers.runtime.disposable import RANKS, run_disposable
+from helpers.runtime.processes import running
 
 
 def all_reduce_shapes_differ(rank, world_size):
@@ -158,19 +159,6 @@ os.kill(os.getpid(), 9)
 """
 
 
-def _running(pid: int) -> bool:
-    """Whether process `pid` exists and has not ended (processes.running: a zombie has
-    ended, and waits only for whoever adopted it to reap it)."""
-    import psutil
-
-    from helpers.runtime.processes import running
-
-    try:
-        return running(psutil.Process(pid))
-    except psutil.NoSuchProcess:
-        return False
-
-
 @pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
 @pytest.mark.parametrize("zygote", ["zygote", "own server"])
 def test_the_fork_server_and_its_ranks_end_with_their_caller(tmp_path, zygote):
@@ -197,10 +185,10 @@ def test_the_fork_server_and_its_ranks_end_with_their_caller(tmp_path, zygote):
     assert done.returncode == -9, done.stderr[-2000:]
     server_pid, rank_pid = map(int, done.stdout.split()[-2:])
     deadline = time.monotonic() + 10
-    while (_running(server_pid) or _running(rank_pid)) and time.monotonic() < deadline:
+    while (running(server_pid) or running(rank_pid)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _running(rank_pid), "a rank outlived its caller"
-    assert not _running(server_pid), "the fork server outlived its caller"
+    assert not running(rank_pid), "a rank outlived its caller"
+    assert not running(server_pid), "the fork server outlived its caller"
     # the request files have no name; only the folder of the run it was in is left
     assert [p.name[:11] for p in tmp.iterdir()] == ["disposable-"]
     assert [p.name for p in sockets.rglob("*") if p.is_socket()] == []

@@ -315,3 +315,12 @@ def test_a_start_ends_the_orphans_of_its_own_ipythondir_only(tmp_path, monkeypat
     finally:
         if orphan.poll() is None:
             orphan.kill()
+
+
+def test_running_takes_a_process_or_a_pid_and_a_zombie_has_ended():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert running(os.getpid()) and running(psutil.Process(os.getpid()))
+    assert wait_until(lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE, 10)
+    assert not running(child.pid), "a zombie (ended, not yet reaped) counts as ended"
+    child.wait()
+    assert not running(child.pid)

@@ -176,17 +176,10 @@ def test_the_keeper_ends_an_idle_warm_cluster(children):
     assert wait_until(lambda: cluster_processes(wid) == [], 30), \
         [p.pid for p in cluster_processes(wid)]
     # An ending process stops showing its environment a moment before it is gone.
-    assert wait_until(lambda: not any(_running_pid(pid) for pid in info["pids"]), 10)
+    assert wait_until(lambda: not any(running(pid) for pid in info["pids"]), 10)
     # discard() ends the processes first, then forgets the files: wait for the second step
     assert wait_until(lambda: not cluster_file(wid).exists(), 10), cluster_file(wid)
     assert wait_until(lambda: keepers(wid) == [], 10)
-
-
-def _running_pid(pid: int) -> bool:
-    try:
-        return running(psutil.Process(pid))
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_stop_warm_clusters_ends_them_at_once(children):
