@@ -1,0 +1,62 @@
+"""benchmarks/suite_time.py: a fresh clone's .ci/run, timed, with the CPU by kind of process."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import suite_time
+
+pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="Linux only (/proc)")
+
+# A stand-in for .ci/run: it burns CPU in a child whose command line names a kind, then
+# prints pytest's last line.
+CI_RUN = """#!/usr/bin/env bash
+python3 -c 'import time
+t = time.process_time()
+while time.process_time() - t < 1.0: pass' exec\\(eval\\(sys.stdin
+echo "====== 3 passed, 1 skipped in 1.25s ======"
+test -d .git && test -z "$(git status --porcelain)" && test "$CI" = true
+"""
+
+
+@pytest.mark.parametrize("command, kind", [
+    ("/v/bin/python -m helpers.runtime.engine_zygote /tmp/z 600.0 1 2", "engines, ranks and "
+     "their zygotes"),
+    ("/v/bin/python -c import sys;exec(eval(sys.stdin.readline()))", "pytest workers"),
+    ("/usr/lib/chromium/chromium --headless --remote-debugging-pipe", "Chromium"),
+    ("/v/bin/python -m helpers.runtime.unix_sockets controller --ip=/tmp/x", "ipyparallel "
+     "controllers"),
+    ("/usr/sbin/slurmd -D", "Slurm"), ("/v/bin/python -m helpers.bench", "other Python"),
+    ("/usr/bin/git status", "other")])
+def test_kinds(command, kind):
+    assert suite_time.kind_of(command) == kind
+
+
+def test_a_fresh_clone_is_run_timed_and_removed(tmp_path):
+    source = tmp_path / "source"
+    (source / ".ci").mkdir(parents=True)
+    (source / ".ci" / "run").write_text(CI_RUN)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(source)], check=True)
+    subprocess.run([*git, "add", "-A"], cwd=source, check=True)
+    subprocess.run([*git, "commit", "-qm", "ci"], cwd=source, check=True)
+    out, temporary = tmp_path / "out", tmp_path / "tmp"
+    temporary.mkdir()
+    done = subprocess.run([sys.executable, str(Path(suite_time.__file__)), "--source",
+                           str(source), "--label", "t", "--out", str(out)],
+                          env={**os.environ, "TMPDIR": str(temporary)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((out / "suite-t.json").read_text())
+    assert result["exit_code"] == 0 and result["pytest_s"] == 1.25
+    assert result["pytest_result"] == "3 passed, 1 skipped"
+    assert result["wall_s"] >= 1.0 and result["busy_core_s"] >= 0.9
+    assert result["cpu_by_kind"]["pytest workers"] >= 0.9, result["cpu_by_kind"]
+    assert result["speed_probe_cpu_s"] > 0
+    assert "pytest 0:01.2" in done.stdout and "3 passed" in (out / "suite-t.log").read_text()
+    assert not list(temporary.iterdir()), "the clone is removed"
