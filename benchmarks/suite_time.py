@@ -102,6 +102,20 @@ class ProcessSampler(threading.Thread):
                            key=lambda item: -item[1]))
 
 
+def fresh_environment(uv_cache: Path) -> dict[str, str]:
+    """This process's environment for the clone's .ci/run, without an active virtual or
+    conda environment (its make would install into that one, not a new .venv), with
+    CI=true, a uv cache of the run's own, and the slowest tests listed."""
+    env = dict(os.environ)
+    active = [env.pop(name, None) for name in ("VIRTUAL_ENV", "CONDA_PREFIX")]
+    env.pop("CONDA_DEFAULT_ENV", None)
+    folders = [str(Path(prefix) / "bin") for prefix in active if prefix]
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if p not in folders)
+    return {**env, "CI": "true", "UV_CACHE_DIR": str(uv_cache),
+            "PYTEST_ARGS": env.get("PYTEST_ARGS", "--durations=60")}
+
+
 def measure(source: Path, commit: str, log: Path) -> dict:
     """Clone `source` at `commit`, run its .ci/run with a new uv cache, and measure it."""
     probe = speed_probe()
@@ -109,8 +123,7 @@ def measure(source: Path, commit: str, log: Path) -> dict:
         clone = Path(work) / "clone"
         subprocess.run(["git", "clone", "-q", str(source), str(clone)], check=True)
         subprocess.run(["git", "checkout", "-q", commit], cwd=clone, check=True)
-        env = {**os.environ, "CI": "true", "UV_CACHE_DIR": str(Path(work) / "uv-cache"),
-               "PYTEST_ARGS": os.environ.get("PYTEST_ARGS", "--durations=60")}
+        env = fresh_environment(Path(work) / "uv-cache")
         sampler = ProcessSampler()
         sampler.start()
         busy0, idle0 = machine_ticks()

@@ -21,6 +21,7 @@ t = time.process_time()
 while time.process_time() - t < 1.0: pass' exec\\(eval\\(sys.stdin
 echo "====== 3 passed, 1 skipped in 1.25s ======"
 test -d .git && test -z "$(git status --porcelain)" && test "$CI" = true
+test -z "$VIRTUAL_ENV" && ! echo ":$PATH:" | grep -q ":$ACTIVE_BIN:" && test -n "$UV_CACHE_DIR"
 """
 
 
@@ -38,6 +39,7 @@ def test_kinds(command, kind):
 
 
 def test_a_fresh_clone_is_run_timed_and_removed(tmp_path):
+    """...outside the caller's active environment (the clone's make would install there)."""
     source = tmp_path / "source"
     (source / ".ci").mkdir(parents=True)
     (source / ".ci" / "run").write_text(CI_RUN)
@@ -49,7 +51,10 @@ def test_a_fresh_clone_is_run_timed_and_removed(tmp_path):
     temporary.mkdir()
     done = subprocess.run([sys.executable, str(Path(suite_time.__file__)), "--source",
                            str(source), "--label", "t", "--out", str(out)],
-                          env={**os.environ, "TMPDIR": str(temporary)},
+                          env={**os.environ, "TMPDIR": str(temporary),
+                               "VIRTUAL_ENV": str(tmp_path / "active"),
+                               "ACTIVE_BIN": str(tmp_path / "active" / "bin"),
+                               "PATH": f"{tmp_path / 'active' / 'bin'}:{os.environ['PATH']}"},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((out / "suite-t.json").read_text())
