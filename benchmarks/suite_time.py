@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -116,6 +117,19 @@ def fresh_environment(uv_cache: Path) -> dict[str, str]:
             "PYTEST_ARGS": env.get("PYTEST_ARGS", "--durations=60")}
 
 
+def _end_group(run: subprocess.Popen) -> None:
+    """If this process is interrupted mid-run, the run's process group goes with it."""
+    if run.poll() is not None:
+        return
+    for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(run.pid, sig)
+            run.wait(wait_s)
+            return
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            continue
+
+
 def measure(source: Path, commit: str, log: Path) -> dict:
     """Clone `source` at `commit`, run its .ci/run with a new uv cache, and measure it."""
     probe = speed_probe()
@@ -129,8 +143,12 @@ def measure(source: Path, commit: str, log: Path) -> dict:
         busy0, idle0 = machine_ticks()
         started = time.monotonic()
         with open(log, "w") as out:
-            code = subprocess.run(["bash", ".ci/run"], cwd=clone, env=env, stdout=out,
-                                  stderr=subprocess.STDOUT).returncode
+            run = subprocess.Popen(["bash", ".ci/run"], cwd=clone, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code = run.wait()
+            finally:
+                _end_group(run)
         wall = time.monotonic() - started
         busy1, idle1 = machine_ticks()
         sampler.stopped.set()
@@ -158,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=REPO, help="the repository to clone")
     parser.add_argument("--out", type=Path, default=REPO / "build" / "bench")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # the clone is removed then too
     args.out.mkdir(parents=True, exist_ok=True)
     result = measure(args.source, args.commit, args.out / f"suite-{args.label}.log")
     (args.out / f"suite-{args.label}.json").write_text(json.dumps(result, indent=1) + "\n")

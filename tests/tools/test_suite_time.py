@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks import suite_time
+from child import wait_until
+from helpers.runtime.processes import running
 
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="Linux only (/proc)")
 
@@ -64,4 +67,26 @@ def test_a_fresh_clone_is_run_timed_and_removed(tmp_path):
     assert result["cpu_by_kind"]["pytest workers"] >= 0.9, result["cpu_by_kind"]
     assert result["speed_probe_cpu_s"] > 0
     assert "pytest 0:01.2" in done.stdout and "3 passed" in (out / "suite-t.log").read_text()
+    assert not list(temporary.iterdir()), "the clone is removed"
+
+
+def test_interrupted_it_ends_the_run_and_removes_the_clone(tmp_path):
+    source = tmp_path / "source"
+    (source / ".ci").mkdir(parents=True)
+    (source / ".ci" / "run").write_text("#!/usr/bin/env bash\necho $$ > \"$PIDFILE\"\nsleep 60\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(source)], check=True)
+    subprocess.run([*git, "add", "-A"], cwd=source, check=True)
+    subprocess.run([*git, "commit", "-qm", "ci"], cwd=source, check=True)
+    temporary, pidfile = tmp_path / "tmp", tmp_path / "run.pid"
+    temporary.mkdir()
+    measuring = subprocess.Popen(
+        [sys.executable, str(Path(suite_time.__file__)), "--source", str(source), "--out",
+         str(tmp_path / "out")], env={**os.environ, "TMPDIR": str(temporary),
+                                      "PIDFILE": str(pidfile)})
+    assert wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 30)
+    run_pid = int(pidfile.read_text())
+    measuring.send_signal(signal.SIGTERM)
+    assert measuring.wait(30) == 143
+    assert not running(run_pid), "the .ci/run outlived the measurement"
     assert not list(temporary.iterdir()), "the clone is removed"
