@@ -41,15 +41,21 @@ def test_kinds(command, kind):
     assert suite_time.kind_of(command) == kind
 
 
-def test_a_fresh_clone_is_run_timed_and_removed(tmp_path):
-    """...outside the caller's active environment (the clone's make would install there)."""
+def _repository(tmp_path: Path, ci_run: str) -> Path:
+    """A git repository with one commit: a .ci/run of the given text."""
     source = tmp_path / "source"
     (source / ".ci").mkdir(parents=True)
-    (source / ".ci" / "run").write_text(CI_RUN)
+    (source / ".ci" / "run").write_text(ci_run)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", str(source)], check=True)
     subprocess.run([*git, "add", "-A"], cwd=source, check=True)
     subprocess.run([*git, "commit", "-qm", "ci"], cwd=source, check=True)
+    return source
+
+
+def test_a_fresh_clone_is_run_timed_and_removed(tmp_path):
+    """...outside the caller's active environment (the clone's make would install there)."""
+    source = _repository(tmp_path, CI_RUN)
     out, temporary = tmp_path / "out", tmp_path / "tmp"
     temporary.mkdir()
     done = subprocess.run([sys.executable, str(Path(suite_time.__file__)), "--source",
@@ -71,13 +77,7 @@ def test_a_fresh_clone_is_run_timed_and_removed(tmp_path):
 
 
 def test_interrupted_it_ends_the_run_and_removes_the_clone(tmp_path):
-    source = tmp_path / "source"
-    (source / ".ci").mkdir(parents=True)
-    (source / ".ci" / "run").write_text("#!/usr/bin/env bash\necho $$ > \"$PIDFILE\"\nsleep 60\n")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", str(source)], check=True)
-    subprocess.run([*git, "add", "-A"], cwd=source, check=True)
-    subprocess.run([*git, "commit", "-qm", "ci"], cwd=source, check=True)
+    source = _repository(tmp_path, "#!/usr/bin/env bash\necho $$ > \"$PIDFILE\"\nsleep 60\n")
     temporary, pidfile = tmp_path / "tmp", tmp_path / "run.pid"
     temporary.mkdir()
     measuring = subprocess.Popen(
