@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -117,19 +116,6 @@ def fresh_environment(uv_cache: Path) -> dict[str, str]:
             "PYTEST_ARGS": env.get("PYTEST_ARGS", "--durations=60")}
 
 
-def _end_group(run: subprocess.Popen) -> None:
-    """If this process is interrupted mid-run, the run's process group goes with it."""
-    if run.poll() is not None:
-        return
-    for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(run.pid, sig)
-            run.wait(wait_s)
-            return
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            continue
-
-
 def measure(source: Path, commit: str, log: Path) -> dict:
     """Clone `source` at `commit`, run its .ci/run with a new uv cache, and measure it."""
     probe = speed_probe()
@@ -148,12 +134,13 @@ def measure(source: Path, commit: str, log: Path) -> dict:
             try:
                 code = run.wait()
             finally:
-                _end_group(run)
+                if run.poll() is None:      # interrupted: the run's group goes with us
+                    os.killpg(run.pid, signal.SIGKILL)
+                    run.wait()
         wall = time.monotonic() - started
         busy1, idle1 = machine_ticks()
         sampler.stopped.set()
         sampler.join()
-        shutil.rmtree(clone, ignore_errors=True)
     last = re.findall(r"=+ (.*) in ([\d.]+)s", log.read_text())
     return {"commit": subprocess.run(["git", "rev-parse", commit], cwd=source, text=True,
                                      capture_output=True).stdout.strip(),
