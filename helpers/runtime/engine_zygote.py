@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 from helpers.runtime import forkserver
+from helpers.runtime.processes import kill_forked
 
 # What differs from one start to the next, or between a kernel and a script, and nothing
 # the zygote's preload() reads (tests/runtime/test_engine_zygote.py checks it): the
@@ -320,9 +321,7 @@ def _reap(boots: dict[int, socket.socket]) -> None:
 def _end_boots_of(conn: socket.socket, boots: dict[int, socket.socket]) -> None:
     """The caller is gone (killed): so is its boot, and the engines it forked (its group)."""
     for pid in [p for p, c in boots.items() if c is conn]:
-        for kill in (os.killpg, os.kill):    # its group, and itself (before its setsid)
-            with contextlib.suppress(OSError):
-                kill(pid, signal.SIGKILL)
+        kill_forked(pid)
 
 
 def _receive_request(conn: socket.socket) -> tuple[dict | None, list[int]]:

@@ -42,13 +42,14 @@ from typing import IO, Any, Callable, Iterator, NoReturn
 
 # The server: import `preload` once, then fork a child per request that calls `entry`.
 _SERVER = r"""
-import importlib, json, os, selectors, signal, socket, sys
+import importlib, json, os, socket, sys
 sock = socket.socket(fileno=int(sys.argv[1]))
 path = list(sys.path)
 sys.path.append(sys.argv[2])           # last: never in front of what the child imports
 for name in json.loads(sys.argv[3]):
     importlib.import_module(name)      # the work every child skips
 from helpers.runtime.forkserver import child_main, ended_children, woken_by_children
+from helpers.runtime.processes import kill_forked
 module, _, function = sys.argv[4].partition(":")
 entry = getattr(importlib.import_module(module), function)
 import gc
@@ -76,12 +77,8 @@ while True:
         if key.fileobj is sock:
             message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
             if not message:            # the caller is gone: so are the children
-                for pid in children:       # its group, and itself (before its setsid)
-                    for kill in (os.killpg, os.kill):
-                        try:
-                            kill(pid, signal.SIGKILL)
-                        except OSError:
-                            pass
+                for pid in children:
+                    kill_forked(pid)
                 for pid in children:       # reaped here: no zombie left for init
                     try:
                         os.waitpid(pid, 0)

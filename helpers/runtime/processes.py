@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -92,6 +93,14 @@ def running(proc: psutil.Process | int) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def kill_forked(pid: int) -> None:
+    """SIGKILL a forked child's process group, and the child itself: until its setsid it is
+    still in its parent's group."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(OSError):
+            kill(pid, signal.SIGKILL)
 
 
 def end_processes(procs: list[psutil.Process], grace_s: float = 3.0,
