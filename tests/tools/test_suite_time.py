@@ -17,11 +17,13 @@ from helpers.runtime.processes import running
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="Linux only (/proc)")
 
 # A stand-in for .ci/run: it burns CPU in a child whose command line names a kind, then
-# prints pytest's last line.
+# prints pytest's last line. The child then sleeps: the sampler reads each process every
+# half second, so the CPU a process burns after its last reading is not counted.
 CI_RUN = """#!/usr/bin/env bash
 python3 -c 'import time
 t = time.process_time()
-while time.process_time() - t < 1.0: pass' exec\\(eval\\(sys.stdin
+while time.process_time() - t < 1.0: pass
+time.sleep(1.5)' exec\\(eval\\(sys.stdin
 echo "====== 3 passed, 1 skipped in 1.25s ======"
 test -d .git && test -z "$(git status --porcelain)" && test "$CI" = true
 test -z "$VIRTUAL_ENV" && ! echo ":$PATH:" | grep -q ":$ACTIVE_BIN:" && test -n "$UV_CACHE_DIR"
