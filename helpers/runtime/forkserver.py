@@ -49,16 +49,26 @@ sys.path.append(sys.argv[2])           # last: never in front of what the child 
 for name in json.loads(sys.argv[3]):
     importlib.import_module(name)      # the work every child skips
 from helpers.runtime.forkserver import child_main, ended_children, woken_by_children
-from helpers.runtime.processes import kill_forked
+from helpers.runtime.processes import end_forked
 module, _, function = sys.argv[4].partition(":")
 entry = getattr(importlib.import_module(module), function)
 import gc
 gc.freeze()     # the imports are never collected: a child's full collections skip them
 
 selector, wake_r, wake_w = woken_by_children(sock)
-sock.send(json.dumps({"ready": os.getpid()}).encode())
 children = set()
 
+def caller_gone():                     # so are the children, reaped: no zombie for init
+    end_forked(children)
+    sys.exit(0)
+
+def tell(message):
+    try:
+        sock.send(json.dumps(message).encode())
+    except OSError:                    # a caller killed as a child ended: gone too
+        caller_gone()
+
+tell({"ready": os.getpid()})
 
 def fork_child(request, fds):
     pid = os.fork()
@@ -71,32 +81,24 @@ def fork_child(request, fds):
     child_main(request["env"], request["cwd"], fds, path, close,
                lambda: entry(request["spec"], fds[3:]))
 
-
 while True:
     for key, _ in selector.select():
         if key.fileobj is sock:
             message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
-            if not message:            # the caller is gone: so are the children
-                for pid in children:
-                    kill_forked(pid)
-                for pid in children:       # reaped here: no zombie left for init
-                    try:
-                        os.waitpid(pid, 0)
-                    except ChildProcessError:
-                        pass
-                sys.exit(0)
+            if not message:
+                caller_gone()
             with os.fdopen(fds.pop(0)) as file:    # the request: a file with no name
                 request = json.load(file)
             pid = fork_child(request, fds)
             children.add(pid)
             for fd in fds:
                 os.close(fd)
-            sock.send(json.dumps({"started": pid}).encode())
+            tell({"started": pid})
         else:
             os.read(wake_r, 4096)
             for pid, code in ended_children():
                 children.discard(pid)
-                sock.send(json.dumps({"ended": pid, "code": code}).encode())
+                tell({"ended": pid, "code": code})
 """
 
 START_LIMIT_S = 180.0   # importing torch on a loaded 2-core machine

@@ -103,6 +103,15 @@ def kill_forked(pid: int) -> None:
             kill(pid, signal.SIGKILL)
 
 
+def end_forked(pids: set[int]) -> None:
+    """kill_forked each of `pids`, children of this process, and reap it."""
+    for pid in pids:
+        kill_forked(pid)
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
 def end_processes(procs: list[psutil.Process], grace_s: float = 3.0,
                   kill_wait_s: float = 5.0) -> None:
     """SIGTERM, wait up to `grace_s`, then SIGKILL whatever is left and wait for it.

@@ -194,6 +194,35 @@ def test_the_fork_server_and_its_ranks_end_with_their_caller(tmp_path, zygote):
     assert [p.name for p in sockets.rglob("*") if p.is_socket()] == []
 
 
+NAPS = "import time\n\ndef nap(seconds, fds):\n    time.sleep(seconds)\n"
+
+
+@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
+def test_a_server_that_cannot_tell_its_caller_a_child_ended_ends_the_others(tmp_path):
+    """The server tells its caller of each child's end. A caller killed just as a child
+    ended is gone before the server hears its end of file, and the send fails: the server
+    must still end the other children (s45: a rank outlived its killed caller)."""
+    import socket
+
+    from conftest import REPO
+
+    (tmp_path / "naps.py").write_text(NAPS)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    server = forkserver.ForkServer(forkserver.Kind((), "naps:nap"), env, str(REPO))
+    devnull, sleeper = os.open(os.devnull, os.O_RDWR), None
+    try:
+        server.fork(0.3, env, str(tmp_path), [devnull] * 3)
+        sleeper = server.fork(120, env, str(tmp_path), [devnull] * 3)
+        server._sock.shutdown(socket.SHUT_RD)   # the next send fails, as to a gone caller
+        assert server.process.wait(timeout=30) == 0, server._log_tail()
+        assert not running(sleeper.pid), "a child outlived the server"
+    finally:
+        os.close(devnull)
+        if sleeper is not None and running(sleeper.pid):
+            os.kill(sleeper.pid, signal.SIGKILL)
+        server.close()
+
+
 def test_without_a_fork_server_each_rank_is_a_new_python(monkeypatch):
     monkeypatch.setattr(forkserver, "available", lambda: False)
     monkeypatch.setattr(forkserver, "fork_server", None)   # never asked for one
