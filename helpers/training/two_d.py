@@ -15,7 +15,6 @@ torch's own composition of the two: helpers.training.two_d_torch.
 from __future__ import annotations
 
 from helpers.training.mesh import coordinate, mesh_shape
-from helpers.training.schemes import COLUMN, ROW, SMALL, Canvas, rank_colour
 from helpers.training.tensor_parallel import hidden_size
 from helpers.training.toy import D_IN, D_OUT
 
@@ -118,6 +117,9 @@ def plot_mesh(dp: int, tp: int, title: str):
     """The mesh and the collectives along each axis: one box per rank (its batch shard and
     feature slice); a row is a tp group (g's all_reduce of the partial outputs, forward), a
     column a dp group (the all_reduce of each gradient shard, after backward)."""
+    # here, not at the top: engines import this module (two_d_torch), and never draw
+    from helpers.training.schemes import COLUMN, ROW, SMALL, Canvas, rank_colour
+
     bw, bh, px, py, left = 2.9, 1.45, 3.7, 2.25, 2.5
     width = left + tp * px + 0.2
     c = Canvas(max(width, 15.0), 1.0 + dp * py + 1.6, title,

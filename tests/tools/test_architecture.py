@@ -169,3 +169,37 @@ def test_every_name_helpers_exports_is_imported_by_a_notebook():
     assert set(helpers.__all__) == imported, (
         f"exported, imported by no notebook: {sorted(set(helpers.__all__) - imported)}; "
         f"imported, not exported: {sorted(imported - set(helpers.__all__))}")
+
+
+def _engine_imports() -> set[str]:
+    """The helpers modules the %%px cells of the series import."""
+    from tools.lint import notebook_scripts
+
+    found = set()
+    for notebook in dependencies.notebook_files():
+        engines = notebook_scripts(notebook, provided=False)[1]
+        found |= {m for m in _imported_modules_of("\n".join(engines.lines))
+                  if m == "helpers" or m.startswith("helpers.")}
+    return found
+
+
+def _imported_modules_of(source: str) -> list[str]:
+    return [alias.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import)
+            for alias in node.names] + [node.module for node in ast.walk(ast.parse(source))
+                                        if isinstance(node, ast.ImportFrom) and node.module]
+
+
+def test_what_the_engines_import_leaves_out_matplotlib_and_ipyparallel():
+    """helpers/__init__.py's promise: the code shipped to engines does not pay for them
+    (matplotlib cost every engine of notebook 19 about 0.5 CPU-s: two_d imported schemes)."""
+    import subprocess
+    import sys
+
+    modules = sorted(_engine_imports())
+    assert "helpers.training.two_d_torch" in modules and len(modules) > 15
+    probe = ("import sys\nfor m in sys.argv[1:]:\n    __import__(m)\n"
+             "print(sorted(m for m in ('matplotlib', 'ipyparallel') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe, *modules], cwd=REPO, text=True,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[-2] == "[]", done.stdout
