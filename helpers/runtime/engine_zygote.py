@@ -226,7 +226,7 @@ def _exists(pid: int) -> bool:
 
 # --- the zygote ---------------------------------------------------------------------------
 
-# What torch imports at a first optimizer, FSDP or pipeline: 1.3 CPU-s per process, else.
+# What torch imports at a process's first optimizer, FSDP or pipeline (1.3 CPU-s each).
 FIRST_USE = ("torch._dynamo",)
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -95,11 +94,11 @@ def test_no_helpers_module_is_over_400_lines():
     assert not over, f"over {MAX_LINES} lines (split where a reader would): {over}"
 
 
-def _imported_modules(path: Path, package: str) -> list[str]:
-    """The modules a file of `package` imports, anywhere in it; a relative import resolved
+def _imported_modules(source: str, package: str) -> list[str]:
+    """The modules code of `package` imports, anywhere in it; a relative import resolved
     against `package` (`from . import x` as the module package.x)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level:
@@ -116,7 +115,8 @@ def test_runtime_imports_nothing_else_from_helpers():
     files = sorted((REPO / "helpers" / "runtime").rglob("*.py"))
     assert len(files) > 10
     leaks = {f"{path.relative_to(REPO)}: {module}" for path in files
-             for module in _imported_modules(path, ".".join(path.relative_to(REPO).parent.parts))
+             for module in _imported_modules(path.read_text(),
+                                             ".".join(path.relative_to(REPO).parent.parts))
              if (module == "helpers" or module.startswith("helpers."))
              and not (module == "helpers.runtime" or module.startswith("helpers.runtime."))}
     assert not leaks, sorted(leaks)
@@ -127,7 +127,7 @@ def test_the_runtime_import_check_sees_an_import_from_outside(tmp_path):
     leaking.write_text("import os\nfrom helpers.records import save_results\n"
                        "def f():\n    import helpers.paths\n    from .. import checks\n"
                        "    from . import cluster\n")
-    assert _imported_modules(leaking, "helpers.runtime") == [
+    assert _imported_modules(leaking.read_text(), "helpers.runtime") == [
         "os", "helpers.records", "helpers.paths", "helpers.checks", "helpers.runtime.cluster"]
 
 
@@ -178,15 +178,9 @@ def _engine_imports() -> set[str]:
     found = set()
     for notebook in dependencies.notebook_files():
         engines = notebook_scripts(notebook, provided=False)[1]
-        found |= {m for m in _imported_modules_of("\n".join(engines.lines))
+        found |= {m for m in _imported_modules("\n".join(engines.lines), "")
                   if m == "helpers" or m.startswith("helpers.")}
     return found
-
-
-def _imported_modules_of(source: str) -> list[str]:
-    return [alias.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import)
-            for alias in node.names] + [node.module for node in ast.walk(ast.parse(source))
-                                        if isinstance(node, ast.ImportFrom) and node.module]
 
 
 def test_what_the_engines_import_leaves_out_matplotlib_and_ipyparallel():
