@@ -50,8 +50,7 @@ from helpers.runtime.processes import kill_forked
 # the zygote's preload() reads (tests/runtime/test_engine_zygote.py checks it): the
 # cluster's own, our settings, the folders of IPython, Jupyter and matplotlib, pytest's,
 # what ipykernel sets for a kernel's subprocesses, and python -u's (which a forked child
-# applies itself: forkserver.child_main). Prefixes. (torch._dynamo reads one at import:
-# the folder of torch.compile's saved functions, which the series never uses.)
+# applies itself: forkserver.child_main). Prefixes.
 PER_START = ("IPP_CLUSTER_ID", "IPP_PROFILE_DIR", "IPP_CONNECTION_INFO", "TUTORIAL_",
              "JPY_", "PYTEST_", "IPYTHONDIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR",
              "JUPYTER_CONFIG_DIR", "MPL", "CLICOLOR", "FORCE_COLOR", "PAGER", "GIT_PAGER",
@@ -226,17 +225,13 @@ def _exists(pid: int) -> bool:
 
 # --- the zygote ---------------------------------------------------------------------------
 
-# What torch imports at a process's first optimizer, FSDP or pipeline (1.3 CPU-s each).
-FIRST_USE = ("torch._dynamo",)
-
-
 def preload() -> None:
-    """What a zygote imports: an engine's imports, a disposable rank's, and FIRST_USE."""
+    """What a zygote imports: an engine's imports, and a disposable rank's."""
     from helpers.runtime import engine_boot
     from helpers.runtime.disposable_rank import PRELOAD
 
     engine_boot.preload()
-    for name in (*PRELOAD, *FIRST_USE):
+    for name in PRELOAD:
         importlib.import_module(name)
 
 
