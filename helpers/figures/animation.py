@@ -65,10 +65,15 @@ def frame_png(fig: Figure, dpi: float) -> bytes:
     from PIL import Image
 
     buffer = io.BytesIO()
-    # uncompressed: it is read back at once, and only the palette PNG is kept
-    fig.savefig(buffer, format="png", dpi=dpi, facecolor="white",
-                pil_kwargs={"compress_level": 0})
-    image = Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+    # Agg's pixels as they are (a PNG written and read back held the same, and cost more)
+    fig.savefig(buffer, format="rgba", dpi=dpi, facecolor="white")
+    pixels = buffer.getvalue()
+    width = int(fig.get_figwidth() * dpi)       # Agg's canvas: the size in pixels, cut down
+    height, rest = divmod(len(pixels), 4 * width)
+    if rest or not height:
+        raise ValueError(f"{len(pixels)} bytes of RGBA are not rows of {width} pixels")
+    image = Image.frombuffer("RGBA", (width, height), pixels, "raw", "RGBA", 0, 1)
+    image = image.convert("RGB")
     small = io.BytesIO()
     image.quantize(colors=PALETTE, dither=Image.Dither.NONE).save(small, "PNG", optimize=True)
     return small.getvalue()

@@ -18,7 +18,7 @@ from helpers.figures.animate_records import animate_record
 from helpers.figures.animate_ring import animate_ring
 from helpers.figures.animate_timeline import animate_barrier, animate_timeline
 from helpers.figures.animation import (CONTENT_WIDTH_IN, CSS_PX_PER_INCH, MIN_FONT_PT,
-                                       PIXEL_DENSITY, frame_png, show_animation)
+                                       PALETTE, PIXEL_DENSITY, frame_png, show_animation)
 from test_animation import CASES, model_record
 
 matplotlib.use("Agg")
@@ -96,6 +96,29 @@ def test_the_player_opens_on_the_last_frame_legible_light_and_column_wide(make):
     assert f'width="{css_width}"' in img and f"width:{css_width}px;max-width:100%" in img
     assert len(page.encode()) < PAGE_LIMIT_KB * 1024, f"{len(page.encode()) / 1024:.0f} KB"
     matplotlib.pyplot.close("all")
+
+
+@pytest.mark.parametrize("size_in, dpi", [((6.4, 2.3), 120.0), ((9.7, 3.3), 82.26)])
+def test_a_frame_holds_the_pixels_a_png_of_the_figure_holds(size_in, dpi):
+    """frame_png reads Agg's pixels straight from the canvas: the same pixels, and so the
+    same palette PNG, as a PNG written by savefig and read back (two sizes, one of them a
+    fractional number of pixels wide)."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    fig = plt.figure(figsize=size_in)
+    fig.add_subplot().bar(range(5), [3, 1, 4, 1, 5], color=["C0", "C1", "C2", "C3", "C4"])
+    fig.suptitle("rank 0 · 3 of 5")
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=dpi, facecolor="white")
+    written = Image.open(io.BytesIO(png.getvalue())).convert("RGB")
+    frame = Image.open(io.BytesIO(frame_png(fig, dpi)))
+    assert frame.size == written.size
+    palette = written.quantize(colors=PALETTE, dither=Image.Dither.NONE)
+    assert frame.convert("RGB").tobytes() == palette.convert("RGB").tobytes()
+    plt.close(fig)
 
 
 def test_min_font_is_the_columns_ten_pixels():
