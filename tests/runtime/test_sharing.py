@@ -45,7 +45,10 @@ def _env(proc: psutil.Process) -> dict:
 # --- four notebooks at once -------------------------------------------------------------
 
 SIMULTANEOUS = ["01_scatter", "03_broadcast", "05_all_reduce", "06_all_gather"]
-RUN_MARKER = "SHARING_TEST_RUN"   # inherited by papermill → kernel → engines
+# Inherited by papermill → kernel → engines. A TUTORIAL_ variable is a start's own
+# (engine_zygote.PER_START): the four runs fork from one zygote, as one user's notebooks do,
+# and each engine's /proc environ still names its run.
+RUN_MARKER = "TUTORIAL_SHARING_TEST_RUN"
 SUMMARY_ROW = re.compile(r"^\s*(\d+)\s+cpu\s+\S+\s+(\d+)\s+(\d+)\s*$", re.M)  # rank dev host pid eid
 
 
