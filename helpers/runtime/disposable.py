@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from helpers.runtime import forkserver
 from helpers.runtime.disposable_rank import COLD_START, PRELOAD, RESULT_MARK
+from helpers.runtime.launchers import local_engine_env
 from helpers.runtime.rendezvous import listening_socket
 
 _ROOT = str(Path(__file__).resolve().parents[2])   # the folder that holds helpers/
@@ -121,6 +122,14 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
                             group).outcomes()
 
 
+def rank_environment(world_size: int) -> dict[str, str]:
+    """What the ranks start with: this process's environment and a local cluster's engine
+    settings, so one zygote (keyed by the environment) forks both that cluster's engines
+    and these ranks, and torch's C++ warnings stay out of both's stderr."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", **local_engine_env(world_size),
+            "PYTHONUNBUFFERED": "1"}
+
+
 def start_disposable(case: Callable[..., Any], world_size: int = 2,
                      args: dict[str, Any] | None = None, timeout_s: float = 5.0,
                      limit_s: float = 60.0, detail: bool = False,
@@ -132,7 +141,7 @@ def start_disposable(case: Callable[..., Any], world_size: int = 2,
     source, name = case_source(case), case.__name__
     listener = listening_socket("127.0.0.1")
     port = listener.getsockname()[1]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env = rank_environment(world_size)
     run = DisposableRun(time.monotonic() + limit_s)
     try:
         server = forkserver.fork_server(RANKS, env, _ROOT) if forkserver.available() else None

@@ -253,6 +253,13 @@ def engine_settings(ranks_per_host: int) -> dict[str, str]:
     return {**engine_log_env(), **engine_threads_env(ranks_per_host)}
 
 
+def local_engine_env(ranks_per_host: int) -> dict[str, str]:
+    """What the engines of one host start with, over this process's environment: torch's
+    store and gloo (and NCCL) on loopback, and engine_settings."""
+    return {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo",
+            **engine_settings(ranks_per_host)}
+
+
 def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None = None,
                     gpus_per_node: int | None = None, controller: str = "slurm",
                     mpiexec: str = "mpiexec") -> LaunchPlan:
@@ -280,8 +287,7 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
         if interface not in (None, "lo"):
             raise ValueError(f"the {launcher} launcher runs on one host over loopback "
                              f"('lo'), not {interface!r}: use launcher='slurm'")
-        env = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo",
-               **engine_settings(n_ranks)}
+        env = local_engine_env(n_ranks)
         kwargs: dict[str, Any] = {"n": n_ranks,
                                   "controller_ip": unix_sockets.controller_socket_prefix(),
                                   "controller_args": list(IPC_ARGS)}

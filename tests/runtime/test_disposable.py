@@ -129,6 +129,19 @@ def test_forked_ranks_run_in_the_callers_folder_environment_and_debug_level(
 
 
 @pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_the_ranks_fork_from_the_zygote_of_a_local_clusters_engines(world_size):
+    from helpers.runtime.disposable import rank_environment
+    from helpers.runtime.engine_zygote import socket_path
+    from helpers.runtime.launchers import LOCAL_ENGINES, cluster_options
+
+    plan = cluster_options("local", world_size)
+    engines = {**os.environ, **plan.config[LOCAL_ENGINES]["environment"]}
+    ranks = rank_environment(world_size)
+    assert socket_path(ranks) == socket_path(engines)
+    assert ranks["TORCH_CPP_LOG_LEVEL"] == engines["TORCH_CPP_LOG_LEVEL"]
+
+
 def test_a_forked_rank_past_the_limit_is_killed_and_reported(tmp_path):
     import time
 
