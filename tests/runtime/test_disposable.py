@@ -128,7 +128,6 @@ def test_forked_ranks_run_in_the_callers_folder_environment_and_debug_level(
             os.kill(pid, signal.SIGTERM)
 
 
-@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_the_ranks_fork_from_the_zygote_of_a_local_clusters_engines(world_size):
     from helpers.runtime.disposable import rank_environment
@@ -142,6 +141,7 @@ def test_the_ranks_fork_from_the_zygote_of_a_local_clusters_engines(world_size):
     assert ranks["TORCH_CPP_LOG_LEVEL"] == engines["TORCH_CPP_LOG_LEVEL"]
 
 
+@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
 def test_a_forked_rank_past_the_limit_is_killed_and_reported(tmp_path):
     import time
 
