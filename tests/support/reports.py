@@ -90,6 +90,11 @@ def exercise(reports: list[Shown]) -> Shown:
 _MEASURED = re.compile(r"   measured (.*?)(?:  \((.*)\))?$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 _TAGS = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)
+# An nccl-tests table (helpers.bench.nccl_tests): a row's sweep columns (size, count, type,
+# redop, root), then what the run timed (time, algbw, busbw); the average busbw lines.
+_TIMED_COLUMNS = re.compile(r"^([ \t]*\d+[ \t]+\d+[ \t]+\w+[ \t]+\w+[ \t]+-?\d+)"
+                            r"(?:[ \t]+\S+){3}[ \t]*$", re.M)
+_TIMED_LINE = re.compile(r"^# Avg bus bandwidth[ \t]*:.*$|avg busbw \S+ GB/s", re.M)
 
 
 def _distinctive(number: str) -> bool:
@@ -189,8 +194,9 @@ def _cell_text(cell) -> str:
 def answers_shown_above(nb) -> list[str]:
     """Where an exercise's measured answer shows above its question: "cell <id>: <form>"
     for each form (`answer_of`) found in a markdown cell or in a code cell's output
-    (`_cell_text`) before the question: the section heading ("## ...") over the solution;
-    the text of the heading's own cell above the heading counts as above. Nothing when the
+    (`_cell_text`, less its nccl-tests times: `_untimed`) before the question: the section
+    heading ("## ...") over the solution; the text of the heading's own cell above the
+    heading counts as above. Nothing when the
     notebook has no exercise or its grade shows no measured value (a student copy)."""
     cells = nb.cells
     solutions = [i for i, c in enumerate(cells) if "solution" in c.metadata.get("tags", [])]
@@ -200,7 +206,8 @@ def answers_shown_above(nb) -> list[str]:
     answer = answer_of(graded[0])
     question = next(i for i in range(solutions[0], -1, -1) if cells[i].cell_type == "markdown"
                     and re.search(r"^## ", cells[i].source, re.M))
-    above = [(c.get("id", str(i)), _cell_text(c)) for i, c in enumerate(cells[:question])]
+    above = [(c.get("id", str(i)), _untimed(_cell_text(c)))
+             for i, c in enumerate(cells[:question])]
     heading = re.search(r"^## ", cells[question].source, re.M)
     above.append((cells[question].get("id", str(question)),
                   cells[question].source[:heading.start()]))
@@ -215,6 +222,13 @@ def answers_shown_above(nb) -> list[str]:
             found.append(f"cell {cell_id}: rank by rank, "
                          + ", ".join(f"rank {r} {v}" for r, v in answer.by_rank.items()))
     return found
+
+
+def _untimed(text: str) -> str:
+    """`text` less the times and bandwidths of its nccl-tests tables. An exercise's answer
+    is a count the run fixes (graded exactly), never a time: a time that prints as the
+    answer (960.0 µs at 960 B) is chance, while a size or count column still counts."""
+    return _TIMED_LINE.sub("avg busbw", _TIMED_COLUMNS.sub(r"\1", text))
 
 
 def _shows(form: str, text: str) -> bool:

@@ -12,6 +12,8 @@ there is
   3072.5), or a fraction of 3 significant digits or more;
 - each rank's own value on a line that names that rank, for every rank, when the values
   differ and each tells.
+An nccl-tests table's times and bandwidths are not read (a count is never graded as a time:
+a time printed as 960.0 µs is not 11's answer of 960 B); its sizes and counts are.
 True/False/None, one-element lists ([16.0]) and small numbers (2, 0.75) alone are never
 an answer shown: they are printed above every exercise for other reasons. So an exercise
 whose answer is one small number on every rank (15's 2 calls) has nothing to look for, one
@@ -74,6 +76,24 @@ def test_a_number_of_3_digits_is_found_as_a_whole_token_above_the_question():
     for other in ("13072 B", "3072.5", "x3072", "30720", "3 072"):
         assert not answers_shown_above(_notebook([("output", other)], measured, measured)), other
     assert not answers_shown_above(_notebook([], measured, measured))   # below: not above
+
+
+def test_an_nccl_tests_tables_sizes_count_and_its_times_do_not():
+    from helpers.bench.figures import nccl_tests_tables       # 11's folded tables
+
+    def tables(size, time_us, busbw):
+        return repr(nccl_tests_tables([{
+            "bytes": size, "count": size // 4, "dtype": "float32", "op": "sum", "root": None,
+            "time_us": time_us, "algbw": 0.01, "busbw": busbw, "collective": "all_reduce",
+            "world_size": 4, "backend": "gloo"}]))
+    measured = [960] * 4
+    for size, time_us, busbw in [(1024, 960.0, 0.5), (1024, 960.04, 960.0), (64, 12.5, 960)]:
+        shown = tables(size, time_us, busbw)
+        assert f"{time_us:.1f}" in shown or "busbw 960 GB/s" in shown
+        assert not answers_shown_above(_notebook([("output", shown)], measured, measured)), shown
+    for shown in (tables(960, 12.5, 0.5), tables(3840, 960.0, 0.5)):    # the size, the count
+        assert answers_shown_above(_notebook([("output", shown)], measured, measured)) == \
+            ["cell c0: 960"], shown
 
 
 def test_the_per_rank_list_is_found_whatever_its_spacing_a_small_number_alone_is_not():
