@@ -14,6 +14,7 @@ hardware's link bandwidth: it does not depend on n for an optimal algorithm.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -152,6 +153,12 @@ def _time_str(time_us: float) -> str:
     if time_us >= 100:
         return f"{time_us:7.1f}"
     return f"{time_us:7.2f}"
+
+
+# A line of `table_row`, read back: the sweep's columns (size, count, type, redop, root),
+# then what the run timed (time, algbw, busbw).
+ROW = re.compile(r"^(?P<sweep>[ \t]*\d+[ \t]+\d+[ \t]+\S+[ \t]+\S+[ \t]+-?\d+)"
+                 r"(?P<timed>(?:[ \t]+[\d.]+){3})[ \t]*$", re.M)
 
 
 def table_row(row: Mapping[str, Any]) -> str:

@@ -134,9 +134,6 @@ def test_plan_rejects_bad_numbers(args):
 
 # ------------------------------------------------------------------ table
 
-ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$")
-
-
 def parse_table(text: str) -> tuple[list[tuple], float | None]:
     """(rows as tuples of their 8 columns, the average busbw) of one nccl-tests table."""
     rows, average = [], None
@@ -144,9 +141,10 @@ def parse_table(text: str) -> tuple[list[tuple], float | None]:
         if line.startswith("# Avg bus bandwidth"):
             average = float(line.split(":")[1])
         elif not line.startswith("#") and line.strip():
-            m = ROW.match(line)
+            m = bandwidth.ROW.match(line)
             assert m, f"not an nccl-tests row: {line!r}"
-            size, count, dtype, op, root, t, alg, bus = m.groups()
+            size, count, dtype, op, root = m["sweep"].split()
+            t, alg, bus = m["timed"].split()
             rows.append((int(size), int(count), dtype, op, int(root), float(t), float(alg),
                          float(bus)))
     return rows, average

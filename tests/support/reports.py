@@ -90,10 +90,7 @@ def exercise(reports: list[Shown]) -> Shown:
 _MEASURED = re.compile(r"   measured (.*?)(?:  \((.*)\))?$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 _TAGS = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)
-# An nccl-tests table (helpers.bench.nccl_tests): a row's sweep columns (size, count, type,
-# redop, root), then what the run timed (time, algbw, busbw); the average busbw lines.
-_TIMED_COLUMNS = re.compile(r"^([ \t]*\d+[ \t]+\d+[ \t]+\w+[ \t]+\w+[ \t]+-?\d+)"
-                            r"(?:[ \t]+\S+){3}[ \t]*$", re.M)
+# An nccl-tests table's average busbw (helpers.bench.nccl_tests), and its folded summary's.
 _TIMED_LINE = re.compile(r"^# Avg bus bandwidth[ \t]*:.*$|avg busbw \S+ GB/s", re.M)
 
 
@@ -196,8 +193,8 @@ def answers_shown_above(nb) -> list[str]:
     for each form (`answer_of`) found in a markdown cell or in a code cell's output
     (`_cell_text`, less its nccl-tests times: `_untimed`) before the question: the section
     heading ("## ...") over the solution; the text of the heading's own cell above the
-    heading counts as above. Nothing when the
-    notebook has no exercise or its grade shows no measured value (a student copy)."""
+    heading counts as above. Nothing when the notebook has no exercise or its grade shows
+    no measured value (a student copy)."""
     cells = nb.cells
     solutions = [i for i, c in enumerate(cells) if "solution" in c.metadata.get("tags", [])]
     graded = [s for s in shown_reports(nb) if (s.title or "").startswith("Your prediction")]
@@ -228,7 +225,9 @@ def _untimed(text: str) -> str:
     """`text` less the times and bandwidths of its nccl-tests tables. An exercise's answer
     is a count the run fixes (graded exactly), never a time: a time that prints as the
     answer (960.0 µs at 960 B) is chance, while a size or count column still counts."""
-    return _TIMED_LINE.sub("avg busbw", _TIMED_COLUMNS.sub(r"\1", text))
+    from helpers.bench.nccl_tests import ROW
+
+    return _TIMED_LINE.sub("avg busbw", ROW.sub(r"\g<sweep>", text))
 
 
 def _shows(form: str, text: str) -> bool:
