@@ -28,6 +28,7 @@ from typing import Any
 
 from helpers.collectives.registry import ALIASES, UPSTREAM
 from helpers.figures.drawings import IMAGES_DIR, REGENERATE
+from helpers.runtime.config import on_off
 from helpers.runtime.files import atomic_write
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -178,7 +179,7 @@ def load_diagram(collective: str, timeout_s: float = 3.0) -> Diagram:
         return _upstream(collective, url, data, cached)
 
     offline = f"Offline: showing our own drawing of {collective}; the upstream diagram is at {url}"
-    if os.environ.get("TUTORIAL_OFFLINE", "").strip() not in ("", "0"):
+    if on_off("TUTORIAL_OFFLINE"):
         return _local(collective, url, offline, "TUTORIAL_OFFLINE is set")
     host = urllib.parse.urlparse(url).netloc
     failed_at = _UNREACHABLE.get(host)

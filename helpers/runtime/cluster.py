@@ -21,7 +21,7 @@ import ipyparallel as ipp
 from helpers.runtime import engine, launchers, unix_sockets
 from helpers.runtime import warm as warm_start
 from helpers.runtime.config import (DEFAULT_TIMEOUT_S, ClusterConfigError, resolve_config,
-                                    resolve_debug, resolve_timeout)
+                                    on_off, resolve_debug, resolve_timeout)
 from helpers.runtime.diagnose import show_with_diagnosis
 from helpers.runtime.group import START_TIMEOUT_S, RankInfo, join_process_group
 from helpers.runtime.folded import Folded
@@ -251,6 +251,8 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
     timeout_s = resolve_timeout(timeout_s)
     debug = resolve_debug(debug)
     use_warm = warm_start.warm_requested(warm) and launcher == "local"
+    warm_start.idle_seconds()           # the other settings the README lists, checked now
+    on_off("TUTORIAL_OFFLINE")          # (read later, by the keeper and by the diagrams)
     try:
         plan = launchers.cluster_options(launcher, n_ranks, interface=interface)
     except (ValueError, RuntimeError) as err:  # RuntimeError: the socket folder

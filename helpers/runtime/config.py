@@ -10,6 +10,9 @@ else a default that fits the machine. A bad value is an error naming it.
 | limit     |             | TUTORIAL_MAX_RANKS   | 16                               |
 | timeout   | timeout_s   | TUTORIAL_TIMEOUT     | 60 s per collective              |
 | checks    | debug       | TUTORIAL_DEBUG       | off (detail: torch's DETAIL)     |
+
+The yes/no settings (TUTORIAL_WARM_START, TUTORIAL_OFFLINE) are read by `on_off`: a value
+that is neither yes nor no is an error, not a silent "off".
 """
 from __future__ import annotations
 
@@ -20,10 +23,24 @@ DEBUG_MODES = ("detail", "off")
 DEFAULT_CPU_RANKS = 4
 DEFAULT_MAX_RANKS = 16
 DEFAULT_TIMEOUT_S = 60.0
+ON = ("1", "true", "yes", "on")
+OFF = ("0", "false", "no", "off")
 
 
 class ClusterConfigError(ValueError):
     """The requested ranks/backend cannot run on this machine."""
+
+
+def on_off(name: str) -> bool:
+    """A yes/no setting from the environment: 1/true/yes/on, 0/false/no/off, unset = no."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if value in ON:
+        return True
+    if not value or value in OFF:
+        return False
+    raise ClusterConfigError(
+        f"{name} must be 1 or 0 (or true/false, yes/no, on/off), not {raw!r}")
 
 
 # What a GPU driver torch could use leaves behind: NVIDIA's kernel module, ROCm's

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from helpers.runtime import processes
+from helpers.runtime.config import ClusterConfigError, on_off
 from helpers.runtime.processes import cluster_processes, end_processes, forget_cluster_files, owned_by
 
 PREFIX = "nccl-notebooks-warm"
@@ -32,10 +33,11 @@ POLL_S = 1.0
 
 
 def warm_requested(warm: bool | None = None) -> bool:
-    """The argument, else TUTORIAL_WARM_START (1/true/yes/on), else False."""
+    """The argument, else TUTORIAL_WARM_START (1/true/yes/on; 0/false/no/off; anything
+    else is an error), else False."""
     if warm is not None:
         return bool(warm)
-    return os.environ.get("TUTORIAL_WARM_START", "").strip().lower() in ("1", "true", "yes", "on")
+    return on_off("TUTORIAL_WARM_START")
 
 
 def idle_seconds() -> float:
@@ -43,9 +45,10 @@ def idle_seconds() -> float:
     try:
         value = float(raw) if raw else DEFAULT_IDLE_S
     except ValueError:
-        raise ValueError(f"TUTORIAL_WARM_IDLE must be a number of seconds, not {raw!r}") from None
+        raise ClusterConfigError(
+            f"TUTORIAL_WARM_IDLE must be a number of seconds, not {raw!r}") from None
     if not value > 0:
-        raise ValueError(f"TUTORIAL_WARM_IDLE must be positive, not {raw!r}")
+        raise ClusterConfigError(f"TUTORIAL_WARM_IDLE must be positive, not {raw!r}")
     return value
 
 

@@ -1,11 +1,15 @@
 """What a start cell may ask for: every bad value is refused, named, before any process starts."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from helpers.runtime import cluster as cl
-from helpers.runtime.config import (ClusterConfigError, max_ranks, resolve_config, resolve_debug,
-                            resolve_timeout)
+from helpers.runtime.config import (ClusterConfigError, max_ranks, on_off, resolve_config,
+                                    resolve_debug, resolve_timeout)
+from helpers.runtime.warm import warm_requested
 
 
 @pytest.mark.parametrize("raw", ["0", "four", "-2", "2.5", " 3x"])
@@ -62,3 +66,49 @@ def test_start_cluster_refuses_before_starting_anything(kwargs, message, monkeyp
     with pytest.raises(ClusterConfigError, match=message):
         cl.start_cluster(quiet=True, **kwargs)
     assert started == []
+
+
+# A bad value for every TUTORIAL_* variable of the README's table of settings.
+BAD_SETTINGS = {
+    "TUTORIAL_RANKS": "four",
+    "TUTORIAL_BACKEND": "mpi",
+    "TUTORIAL_MAX_RANKS": "lots",
+    "TUTORIAL_TIMEOUT": "soon",
+    "TUTORIAL_DEBUG": "loud",
+    "TUTORIAL_LAUNCHER": "pbs",
+    "TUTORIAL_WARM_START": "maybe",
+    "TUTORIAL_WARM_IDLE": "forever",
+    "TUTORIAL_OFFLINE": "maybe",
+}
+
+
+def readme_settings() -> set[str]:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    return set(re.findall(r"^\| `(TUTORIAL_[A-Z_]+)` \|", readme, flags=re.M))
+
+
+def test_every_setting_of_the_readme_has_a_bad_value_tried():
+    assert readme_settings() == set(BAD_SETTINGS)
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SETTINGS))
+def test_a_bad_setting_is_refused_by_name_before_any_process(name, monkeypatch):
+    for other in BAD_SETTINGS:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(name, BAD_SETTINGS[name])
+    started = []
+    monkeypatch.setattr(cl.ipp, "Cluster", lambda *a, **k: started.append(k))
+    monkeypatch.setattr(cl, "end_orphans", lambda: started.append("end_orphans"))
+    with pytest.raises(ClusterConfigError, match=re.escape(repr(BAD_SETTINGS[name]))):
+        cl.start_cluster(quiet=True)
+    assert started == []
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("1", True), ("yes", True), (" ON ", True), ("True", True),
+    ("0", False), ("no", False), ("off", False), ("", False), ("false", False)])
+def test_on_off_reads_yes_and_no(raw, expected, monkeypatch):
+    monkeypatch.setenv("TUTORIAL_WARM_START", raw)
+    assert on_off("TUTORIAL_WARM_START") is expected
+    assert warm_requested() is expected
+    assert warm_requested(warm=not expected) is (not expected)   # the argument wins
