@@ -13,6 +13,7 @@ its overlap (notebook 16, "How fast is it against torch's?", says where in its s
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -25,11 +26,23 @@ from helpers.training.zero import row_range
 
 LR = 0.01
 SAMPLES_PER_RANK = 64      # the batch: SAMPLES_PER_RANK × world_size rows
-# Adam divides each gradient element by its own running magnitude: where the ranks' gradients
-# nearly cancel, float32 rounding (the two sides sum in different orders) moves an element by
-# a visible part of lr. Measured at width 1024: both sides 4e-5 from a float64 run, 6e-5
-# apart. A missing or wrong reduction moves elements by ~lr.
-TOLERANCE = LR / 100
+# Do the two sides compute the same? Not in float32: where a gradient element nearly
+# cancels, Adam's m/(√v + ε) turns a rounding difference of the two reduction orders into
+# a step of up to ±lr (measured at width 1024: parameters 9e-5 apart after two steps, 1.8e-4
+# on another machine). So `agreement` runs both sides again in float64, from the same
+# weights and data, and compares what rounding cannot move:
+# - the gradient shards after one backward, within GRAD_TOLERANCE of the tensor's largest
+#   element (float64: 2^-53 ≈ 1.1e-16 per operation; measured 1e-15 of the largest at
+#   widths 64 and 1024, 2 and 4 ranks). A missing rank's share or a missing 1/n moves
+#   them by a tenth or more. Adam is blind to such a scale; the gradients are not;
+# - the parameters after STEPS Adam steps, within the rounding a step can amplify: Adam's
+#   update has a derivative of at most about 1/ε in each gradient element, so 2 · lr/ε ·
+#   the gradient tolerance per step (at width 1024: measured 5e-12 apart, tolerances 1.5e-9
+#   to 3.6e-9). A wrong optimizer shard, or gradients n times too large, move them by
+#   1e-4 to 1e-2.
+GRAD_TOLERANCE = 1e-12
+STEPS = 2
+EPS = 1e-8                 # Adam's default ε, named so that the bound can use it
 NEEDS = ["Zero3MLP", "ShardedLinear", "gather_rows", "scatter_grad", "shard_of", "LiveBytes"]
 
 
@@ -41,7 +54,7 @@ def _model(ctx: Context) -> torch.nn.Sequential:
 
 def _hand(ns: dict[str, Any], ctx: Context) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     model = ns["Zero3MLP"](_model(ctx), ns["LiveBytes"]())
-    return model, torch.optim.Adam(model.parameters(), lr=LR)
+    return model, torch.optim.Adam(model.parameters(), lr=LR, eps=EPS)
 
 
 def _fsdp(ctx: Context) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -53,16 +66,61 @@ def _fsdp(ctx: Context) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     for layer in (model[0], model[2]):
         fully_shard(layer, mesh=mesh)          # one unit per linear layer, as notebook 16
     fully_shard(model, mesh=mesh)
-    return model, torch.optim.Adam(model.parameters(), lr=LR)
+    return model, torch.optim.Adam(model.parameters(), lr=LR, eps=EPS)
 
 
-def _hand_shards(model: torch.nn.Module, ctx: Context) -> dict[str, torch.Tensor]:
-    """This rank's real rows of each parameter (the padding rows cut off)."""
+def _hand_shards(model: torch.nn.Module, ctx: Context,
+                 grads: bool = False) -> dict[str, torch.Tensor]:
+    """This rank's real rows of each parameter (the padding rows cut off), or of its grad."""
     out = {}
     for name, s in zip(model.names, model.shards):
         lo, hi = row_range(ctx.width, ctx.rank, ctx.world_size)   # every tensor: w rows
-        out[name] = s.detach()[:hi - lo]
+        out[name] = (s.grad if grads else s).detach()[:hi - lo]
     return out
+
+
+def _fsdp_shards(model: torch.nn.Module, grads: bool = False) -> dict[str, torch.Tensor]:
+    return {n: (p.grad if grads else p).to_local().detach() for n, p in model.named_parameters()}
+
+
+def _differences(ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor],
+                 what: str, tolerance: dict[str, float]) -> list[str]:
+    bad = []
+    for name, mine in ours.items():
+        if mine.shape != theirs[name].shape:
+            bad.append(f"{name}{what}: shard {list(mine.shape)} vs FSDP2 "
+                       f"{list(theirs[name].shape)}")
+        elif not torch.allclose(mine, theirs[name], rtol=0, atol=tolerance[name]):
+            diff = (mine - theirs[name]).abs().max().item()
+            bad.append(f"{name}{what}: max |by hand − FSDP2| {diff:.1e} "
+                       f"(tolerance {tolerance[name]:.1e})")
+    return bad
+
+
+def agreement(ns: dict[str, Any], ctx: Context) -> str:
+    """"" when the hand side (the notebook's definitions in `ns`) and FSDP2 compute the
+    same in float64 (the gradients, then the parameters after STEPS Adam steps), else what
+    differs on this rank."""
+    exact = replace(ctx, dtype=torch.float64)
+    X, Y = make_data(SAMPLES_PER_RANK * ctx.world_size, ctx.width, ctx.width,
+                     dtype=torch.float64)
+    x, y = (shard(t, ctx.rank, ctx.world_size).to(ctx.device) for t in (X, Y))
+    hand_model, hand_opt = _hand(ns, exact)
+    fsdp_model, fsdp_opt = _fsdp(exact)
+    steps = (training_step(hand_model, hand_opt, x, y), training_step(fsdp_model, fsdp_opt, x, y))
+    for step in steps:
+        step()                   # .grad keeps this step's gradient until the next zero_grad
+    ours, theirs = _hand_shards(hand_model, ctx, grads=True), _fsdp_shards(fsdp_model, grads=True)
+    scale = {n: max(t.abs().max().item() for t in (ours[n], theirs[n])) for n in ours}
+    grad_tol = {n: GRAD_TOLERANCE * scale[n] for n in ours}
+    bad = _differences(ours, theirs, ".grad", grad_tol)
+    for _ in range(STEPS - 1):
+        for step in steps:
+            step()
+    param_tol = {n: STEPS * 2 * LR / EPS * grad_tol[n] for n in ours}
+    bad += _differences(_hand_shards(hand_model, ctx), _fsdp_shards(fsdp_model), "", param_tol)
+    dist.barrier()
+    return "; ".join(bad)
 
 
 def build(ctx: Context) -> Sides:
@@ -76,23 +134,7 @@ def build(ctx: Context) -> Sides:
     torch_step = training_step(*_fsdp(ctx), x, y)
 
     def agree() -> str:
-        hand_model, hand_opt = _hand(ns, ctx)
-        fsdp_model, fsdp_opt = _fsdp(ctx)
-        for step in (training_step(hand_model, hand_opt, x, y), training_step(fsdp_model, fsdp_opt, x, y)):
-            step()
-            step()
-        ours = _hand_shards(hand_model, ctx)
-        theirs = {n: p.to_local().detach() for n, p in fsdp_model.named_parameters()}
-        bad = []
-        for name, mine in ours.items():
-            if mine.shape != theirs[name].shape:
-                bad.append(f"{name}: shard {list(mine.shape)} vs FSDP2 "
-                           f"{list(theirs[name].shape)}")
-            elif not torch.allclose(mine, theirs[name], rtol=0, atol=TOLERANCE):
-                diff = (mine - theirs[name]).abs().max().item()
-                bad.append(f"{name}: max |by hand − FSDP2| {diff:.1e}")
-        dist.barrier()
-        return "; ".join(bad)
+        return agreement(ns, ctx)
 
     return Sides(hand=hand_step, torch=torch_step, agree=agree,
                  about=f"Linear({w})-Tanh-Linear({w}) float32, "

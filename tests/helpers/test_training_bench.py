@@ -87,6 +87,46 @@ def test_breakdown_splits_a_step_into_parts_that_add_up():
     assert sum(parts[p] for p in quote.PARTS) == pytest.approx(parts["step"])
 
 
+# ------------------------------------------------------------------ agreement
+
+def zero3_agreement(rank, world_size, scale):
+    """ZeRO-3's agreement check at the bench's width, on the notebook's definitions; with
+    scale != 1 the hand side's gradients are `scale` times the mean (a missing 1/n)."""
+    import torch
+
+    from benchmarks.pairs import Context
+    from benchmarks.pairs import p16_zero3 as z
+    from helpers.bench.taught import taught
+
+    torch.set_num_threads(1)
+    ctx = Context(rank, world_size, torch.device("cpu"))
+    ns = taught("16_zero_fsdp", needs=z.NEEDS, device=ctx.device, zero_group=None)
+    honest = ns["scatter_grad"]
+    ns["scatter_grad"] = lambda full: honest(full) * scale   # backward looks it up in ns
+    return z.agreement(ns, ctx)
+
+
+def run_zero3_agreement(world_size: int, scale: float) -> list:
+    from helpers.runtime.disposable import run_disposable
+
+    ranks = run_disposable(zero3_agreement, world_size, {"scale": scale},
+                           timeout_s=60, limit_s=240)
+    assert all(r.error is None and r.returncode == 0 for r in ranks), [r.summary() for r in ranks]
+    return [r.result for r in ranks]
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_zero3_sides_agree_at_full_width(world_size):
+    """make bench stopped on another machine: float32 Adam steps 1.8e-4 apart. The float64
+    check passes at the bench's width, at two world sizes."""
+    assert run_zero3_agreement(world_size, scale=1) == [""] * world_size
+
+
+def test_zero3_agreement_catches_gradients_n_times_too_large():
+    for found in run_zero3_agreement(2, scale=2):
+        assert "0.weight.grad: max |by hand − FSDP2|" in found
+
+
 # ------------------------------------------------------------------ the runner
 
 @pytest.fixture(scope="module")
