@@ -1,9 +1,9 @@
 """Notebook 20's plumbing: which heads, features and tokens a rank holds, the shards, the
 activation meter, and the checks against the single-process reference.
 
-The taught code (the tensor- and sequence-parallel block, Megatron's f and g, the sequence
-all_gather and reduce_scatter) lives in the notebook's `%%px` cells; this module prepares,
-measures and checks.
+The taught code (the tensor- and sequence-parallel block, Megatron's f and g, sequence
+parallelism's g and ḡ: the all_gather and reduce_scatter along the sequence) lives in the
+notebook's `%%px` cells; this module prepares, measures and checks.
 
     heads = my_heads(rank, n)                # this rank's heads: rows of q, k, v
     tokens = my_tokens(rank, n)              # this rank's tokens (dim 1) under sequence parallelism

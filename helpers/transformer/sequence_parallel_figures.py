@@ -56,9 +56,10 @@ def draw_block_split(world_size: int) -> Figure:
                        colour=MUTED)
                 j += 1
             x += gap
-    tp = [("f", "fwd: –\nbwd: all_reduce"), ("g", "fwd: all_reduce\nbwd: –")] * 2
-    sp = [("g", "fwd: all_gather\nbwd: reduce_scatter"),
-          ("ḡ", "fwd: reduce_scatter\nbwd: all_gather")] * 2
+    tp = [("Megatron's f", "fwd: –\nbwd: all_reduce"),
+          ("Megatron's g", "fwd: all_reduce\nbwd: –")] * 2
+    sp = [("SP's g", "fwd: all_gather\nbwd: reduce_scatter"),
+          ("SP's ḡ", "fwd: reduce_scatter\nbwd: all_gather")] * 2
     row(1.3, False, "tensor parallel (Megatron-LM): the LayerNorms and residuals replicated", tp)
     row(7.3, True, "tensor + sequence parallel (Korthikanti et al.): the LayerNorm region "
         "split by tokens", sp)

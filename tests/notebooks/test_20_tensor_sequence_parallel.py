@@ -145,6 +145,8 @@ def test_tensor_sequence_parallel_notebook(n_ranks, tmp_path, monkeypatch):
 
     text = notebook_text(nb)
     assert text.count("dist.* calls seen by the counter: 0") == n
+    # what "What to remember" says torch returns: the LayerNorms' Partial, the biases whole
+    assert text.count("ln1.weight's gradient is Partial(sum), attn.o.bias's Replicate()") == n
     assert text.count("no error; the output is off by") == n       # 12 heads of 48/n/12
     assert text.count("is deprecated") == n
     # "not measured:" is NOT_MEASURED (the bytes); the bench quote may say "not measured yet"
