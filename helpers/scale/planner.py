@@ -91,7 +91,8 @@ class Shapes:
 TOY = Shapes("toy block", layers=1, hidden=toy_block.D_MODEL, heads=toy_block.N_HEADS,
              ffn=toy_block.D_FF, seq=toy_block.SEQ, batch=toy_block.BATCH, biases=True,
              norm_params=2, element_bytes=8, source="helpers/transformer/block.py")
-_LLAMA3 = ("Llama 3 paper (arXiv 2407.21783), table 3; the vocabulary, 128,256, from "
+_LLAMA3 = ("Llama Team, AI @ Meta (2024), The Llama 3 Herd of Models, arXiv 2407.21783, "
+           "table 3; the vocabulary, 128,256, from "
            "meta-llama/llama-models models/llama3_1/api/sku_list.py VOCAB_SIZE (the table "
            "rounds it to 128,000)")
 LLAMA3_8B = Shapes("Llama-3-8B", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336,
@@ -289,7 +290,7 @@ def memory(shapes: Shapes, config: Config, rank: int = 0, grad_bytes: int | None
     """Bytes one rank holds: parameters, gradients and optimizer state by the ZeRO paper's
     formulas (`helpers.training.zero.zero_formula`) applied to the parameters this rank's
     tp shard and pp stage hold (FSDP2's padding included at ZeRO-3), and the activations a
-    layer keeps for backward (Korthikanti et al. 2022, arXiv 2205.05198, eq. 1: s·b·h·(34 +
+    layer keeps for backward (Korthikanti et al. 2022, arXiv 2205.05198: s·b·h·(34 +
     5·a·s/h) bytes for a 16-bit GPT layer, /tp with SP; with full recomputation only each
     layer's input, 2·s·b·h bytes), scaled to the element size, for the micro-batches in
     flight. Defaults: the element size for parameters and gradients, Adam's two states at the
@@ -313,6 +314,38 @@ def memory(shapes: Shapes, config: Config, rank: int = 0, grad_bytes: int | None
     in_flight = min(c.m, c.pp) if c.pp > 1 else 1      # 1F1B keeps ≤ p micro-batches
     out["activations"] = per_layer * (shapes.layers // c.pp) * in_flight * e / 2
     return out
+
+
+def attention_flops_per_token(shapes: Shapes, causal: bool = False,
+                              recompute: bool = False) -> float:
+    """FLOP one token spends, over all layers, in the two products of attention that have
+    no parameters (and so are not in 6 × parameters): the scores Q·Kᵀ and the scores times
+    V. Forward, per layer, each is 2 · s · h (the token's query, h = heads × head_dim wide,
+    against s keys; then s values): 4 · s · h. Backward twice that, so 12 · L · s · h
+    forward and backward; with full recomputation a second forward, 16 · L · s · h.
+
+    `causal=False` counts every key, as the model FLOPs of MFU do (PaLM's 6N + 12·L·H·Q·T,
+    karpathy/nanoGPT model.py `estimate_mfu`). `causal=True` counts only the keys a causal
+    mask lets the token see, (s + 1)/2 of them on average (token i sees i + 1): about half,
+    the work a kernel that skips the masked blocks does. A MODEL: nothing here is timed."""
+    keys = (shapes.seq + 1) / 2 if causal else shapes.seq
+    passes = 4 if recompute else 3          # forward, backward (2 forwards), a recomputed one
+    return passes * 4 * shapes.layers * keys * shapes.heads * shapes.head_dim
+
+
+def flops_per_token(shapes: Shapes, causal: bool = False, recompute: bool = False) -> float:
+    """FLOP one token costs in a training step, a MODEL: 6 × parameters (2 forward, 4
+    backward: a multiply and an add per parameter, Kaplan et al. 2020's C ≈ 6N, which leaves
+    out the terms that grow with the context), 8 × with full recomputation (the forward
+    again), plus `attention_flops_per_token`. Every parameter counts, the embedding's too
+    (a lookup, no product: 0.5 % of Llama-3-405B)."""
+    return (8 if recompute else 6) * shapes.parameters() + attention_flops_per_token(
+        shapes, causal=causal, recompute=recompute)
+
+
+def step_flops(shapes: Shapes, causal: bool = False, recompute: bool = False) -> float:
+    """FLOP of one step: `flops_per_token` × batch × seq tokens (a MODEL)."""
+    return flops_per_token(shapes, causal=causal, recompute=recompute) * shapes.batch * shapes.seq
 
 
 def call_us(fits: Mapping[str, Fit], kind: str, size: float, n: int) -> float:

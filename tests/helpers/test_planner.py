@@ -82,6 +82,24 @@ def test_memory_by_stage():
     assert llama["optimizer state"] == 12 * planner.LLAMA3_8B.parameters()
 
 
+@pytest.mark.parametrize("seq", [8192, 131072])
+def test_flops_per_token_count_attention(seq):
+    """6N plus attention's Q·Kᵀ and scores·V, 2·s·h FLOP each a token and layer forward,
+    three passes (12·L·s·h), four with recomputation; causal: (s + 1)/2 keys on average."""
+    from dataclasses import replace
+    shapes = replace(planner.LLAMA3_405B, seq=seq, batch=4)
+    n = _llama(126, 16384, 53248)
+    full = 12 * 126 * seq * 16384
+    assert planner.attention_flops_per_token(shapes) == full
+    assert planner.attention_flops_per_token(shapes, causal=True) == full * (seq + 1) / (2 * seq)
+    assert planner.attention_flops_per_token(shapes, recompute=True) == full * 4 / 3
+    assert planner.flops_per_token(shapes) == 6 * n + full
+    assert planner.flops_per_token(shapes, recompute=True) == 8 * n + full * 4 / 3
+    assert planner.step_flops(shapes) == (6 * n + full) * 4 * seq
+    # the attention term against 6N: under a tenth at 8,192 tokens, above 6N at 131,072
+    assert (full < 0.1 * 6 * n) if seq == 8192 else (full > 6 * n)
+
+
 def test_comm_us_and_link_fits():
     fits = planner.link_fits(alpha_us=5.0, beta_gbps=50.0)
     row = {"kind": "all_reduce", "calls": 2, "size": 10**6, "group_size": 4}

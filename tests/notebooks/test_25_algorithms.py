@@ -3,7 +3,10 @@ broadcast by hand; what gloo runs; a timing sweep) executed on gloo, its saved r
 against references computed here, independently of helpers.scale.algorithms."""
 from __future__ import annotations
 
+import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,8 +14,46 @@ from training_notebooks import run_training_notebook
 
 from helpers.bench.alpha_beta import fit_joint
 from helpers.bench.wire import agrees
+from helpers.scale.algorithms import model_terms
 
 HAND_BUILT = ("ring", "tree", "double_tree", "halving_doubling")
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "25_algorithms.ipynb"
+
+
+def _cell(cell_id: str) -> str:
+    """The source of one cell of notebook 25, its lines joined (no engines)."""
+    cells = {c["id"]: "".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"]}
+    return " ".join(cells[cell_id].split())
+
+
+# The introduction's step counts, as written, and what each says for n ranks (p: the largest
+# power of two <= n; a fold when n is not one).
+INTRO_STEPS = {
+    "ring": ("2(*n* − 1) for the ring", lambda n: 2 * (n - 1)),
+    "tree": ("2⌊log₂ *n*⌋ for our binary tree", lambda n: 2 * math.floor(math.log2(n))),
+    "double_tree": ("4⌊log₂ *n*⌋ for our double tree", lambda n: 4 * math.floor(math.log2(n))),
+    "halving_doubling": ("2 log₂ *p* for halving-doubling on the largest power of two *p* ≤ "
+                         "*n*, plus 2 when it folds",
+                         lambda n: 2 * math.floor(math.log2(n)) + 2 * (n & (n - 1) != 0)),
+}
+
+
+def test_the_introductions_step_counts_are_the_models():
+    """c00 states each algorithm's latency steps; they must be model_terms' at every n."""
+    intro = _cell("c00")
+    for algorithm, (words, steps) in INTRO_STEPS.items():
+        assert words in intro, f"c00 no longer says {words!r}"
+        for n in range(2, 17):
+            assert model_terms(algorithm, n)[0] == steps(n), (algorithm, n)
+
+
+def test_nccl_algo_and_proto_restrict_everywhere():
+    """NCCL's docs: NCCL_ALGO / NCCL_PROTO define the algorithms / protocols NCCL may use,
+    a list it still chooses from; the notebook says "restrict", never that they force."""
+    for cell_id in ("c42", "c50"):
+        text = _cell(cell_id)
+        assert "restrict the choice" in text, cell_id
+        assert not re.search(r"\bforc(e|es|ing)\b", text, re.IGNORECASE), cell_id
 
 
 def _heap(r: int, n: int, mirrored: bool = False) -> tuple[int | None, list[int]]:

@@ -59,6 +59,15 @@ def test_planning_notebook(n_ranks, tmp_path, monkeypatch):
         assert BOUND[0] <= row["ratio"] <= BOUND[1], row
         assert row["memory ok"] is True
     assert tuple(record["bound"]) == BOUND
+    # the bound's cell prints this run's range, from the ratios the record keeps
+    printed = "".join(o.get("text", "") for c in nb.cells if c.get("id") == "p27-bound-code"
+                      for o in c.get("outputs", []))
+    low = min(rows, key=lambda r: r["ratio"])
+    high = max(rows, key=lambda r: r["ratio"])
+    above = sum(r["ratio"] > 1 for r in rows)
+    assert (f"from {low['ratio']:.2f} ({low['config']}) to {high['ratio']:.2f} "
+            f"({high['config']}); measured above the prediction on {above} of {len(rows)}"
+            in printed), printed
     # 1,024 ranks in one process, 2 blocks: TP 2 all_reduces a block forward, 4 backward;
     # fully_shard on each block, then the stack (no parameters of its own): an all_gather a
     # block forward, again backward, and a reduce_scatter; SP (notebook 20's plan) an
@@ -80,6 +89,32 @@ def test_planning_notebook(n_ranks, tmp_path, monkeypatch):
     assert option["fits"] is (memory_gb <= 80)
     assert record["chosen"]["fits"] is True and record["chosen"]["memory_gb"] <= 80
     assert record["chosen"]["time_s"] <= time_s * (1 + 1e-9)
+    # Llama 3 405B against the paper's table 4: the FLOP a token by hand, 6N and attention's
+    # 12·L·s·h, at both sequence lengths; the step the paper's TFLOP/s imply under that count
+    n405 = _llama_params(126, 16384, 53248)
+    published = record["published"]
+    assert [(r["gpus"], r["seq"], r["tflops"]) for r in published] == [
+        (8192, 8192, 430), (16384, 8192, 400), (16384, 131072, 380)]
+    for r in published:
+        attention = 12 * 126 * r["seq"] * 16384
+        assert r["tokens"] == 16 * 2 ** 20                       # 16M tokens a batch
+        assert r["dense_per_token"] == 6 * n405
+        assert r["attention_per_token"] == pytest.approx(attention, rel=1e-12)
+        flops = (6 * n405 + attention) * r["tokens"]
+        assert r["paper_s"] == pytest.approx(flops / (r["gpus"] * r["tflops"] * 1e12), rel=1e-12)
+        assert r["paper_6n_s"] == pytest.approx(6 * n405 * r["tokens"]
+                                                / (r["gpus"] * r["tflops"] * 1e12), rel=1e-12)
+        assert r["ours_s"] > r["paper_s"]                        # "it over-predicts"
+    short, long_ = published[0], published[2]
+    assert short["attention_per_token"] < 0.1 * short["dense_per_token"]   # "under a tenth"
+    assert long_["attention_per_token"] > long_["dense_per_token"]         # "more than 6N"
+    assert long_["paper_6n_s"] < 0.5 * long_["paper_s"]                    # "less than half"
+
+
+def _llama_params(layers: int, h: int, ffn: int, kv: int = 1024, vocab: int = 128256) -> int:
+    """A Llama 3 model's parameters by hand: q and o h × h, k and v kv × h, three SwiGLU
+    matrices, two RMSNorms a layer; the embedding, the output layer and the final norm."""
+    return layers * (2 * h * h + 2 * kv * h + 3 * ffn * h + 2 * h) + 2 * vocab * h + h
 
 
 def _llama70b_dp32_tp2_zero3_sp() -> tuple[float, float]:
@@ -94,7 +129,8 @@ def _llama70b_dp32_tp2_zero3_sp() -> tuple[float, float]:
     acts = layers * seq * 1 * h * 2 // tp           # each layer's input, bf16, sp-split
     memory = (2 + 2 + 12) * psi / dp + acts
     full = layers * (2 * h * h + 2 * kv * h + 3 * ffn * h + 2 * h) + 2 * vocab * h + h
-    compute_us = 8 * full * batch * seq / 64 / (0.4 * 989e12) * 1e6
+    attention = 16 * layers * seq * h        # Q·Kᵀ and scores·V: 4·s·h a layer, 4 passes
+    compute_us = (8 * full + attention) * batch * seq / 64 / (0.4 * 989e12) * 1e6
     m, act = batch // dp, seq * h * 2               # 16 micro-batches of one sequence
     nvlink = 5.0 + (1 / 2) * act / 450e3            # ring, 2 ranks: one step of S / 2
     tp_us = layers * m * 2 * 2 * 3 * nvlink         # 2 gathers + 2 scatters, fwd/bwd/recompute
