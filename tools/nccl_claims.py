@@ -255,6 +255,38 @@ def check_algo_changes_time(n_gpus: int) -> str:
     return ", ".join(f"{size} B: tree/ring {x:.2f}" for size, x in list(ratios.items())[::4])
 
 
+def check_bf16_hook_on_gloo(_n_gpus: int) -> str:
+    """Notebook 23: on a CUDA build with NCCL 2.10+, DDP over a gloo group accepts
+    bf16_compress_hook (DistributedDataParallel._check_comm_hook reads the build, not the
+    backend) and a backward runs it: gloo all_reduces the bucket in bfloat16."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    assert torch.version.cuda is not None or torch.version.hip is not None, \
+        "a CPU-only torch build: this item is about a CUDA build"
+    nccl = torch.cuda.nccl.version()
+    assert nccl >= (2, 10), f"NCCL {nccl}: torch refuses the hook below 2.10"
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = DDP(torch.nn.Linear(4, 3))                     # CPU module, gloo group
+        model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        x = torch.randn(2, 4)
+        model(x).sum().backward()
+        grad = model.module.weight.grad
+        rounded = grad.to(torch.bfloat16).float()
+        expected = x.sum(0).expand(3, 4)
+        assert dist.get_backend() == "gloo" and torch.equal(grad, rounded), grad
+        assert torch.allclose(grad, expected, rtol=1e-2, atol=1e-6), (grad, expected)
+        assert not torch.allclose(grad, expected, rtol=1e-5, atol=0), "not rounded: no hook"
+    finally:
+        dist.destroy_process_group()
+    return (f"torch {torch.__version__} (NCCL {'.'.join(map(str, nccl))}): DDP on gloo "
+            "registered bf16_compress_hook; the weight gradient came back bfloat16-rounded")
+
+
 CHECKLIST: tuple[NcclClaim, ...] = (
     NcclClaim("one-rank-group", "00", "a NCCL group of one rank works (one GPU, one rank)",
               "torch.distributed init_process_group; NCCL ncclCommInitRank", 1,
@@ -305,6 +337,12 @@ CHECKLIST: tuple[NcclClaim, ...] = (
               "Simple) changes an all_reduce's time at some size (2+ GPUs)",
               "NCCL docs, Environment Variables (NCCL_ALGO, NCCL_PROTO); "
               "helpers.bench.alpha_beta.nccl_algo_sweep", 2, check_algo_changes_time),
+    NcclClaim("bf16-hook-gloo-cuda-build", "23", "on a CUDA build with NCCL 2.10+, DDP over "
+              "gloo accepts bf16_compress_hook (refused on a CPU-only build)",
+              "torch/nn/parallel/distributed.py (torch 2.13), "
+              "DistributedDataParallel._check_comm_hook, lines 2485-2504: the build's "
+              "CUDA/HIP + NCCL >= 2.10 or XPU + XCCL, not the backend", 1,
+              check_bf16_hook_on_gloo),
 )
 
 

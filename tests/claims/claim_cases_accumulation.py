@@ -14,8 +14,28 @@ if TYPE_CHECKING:   # a case's `torch` and `dist` are the disposable rank's own 
 
 @case("23-bf16-refused-by-name", sizes=(2, 4))
 def bf16_refused_by_name(rank, world_size):
+    """bf16_compress_hook refused at registration on this (CPU-only) build, on gloo; the
+    same function under another name registers and runs. `build_accepts` is torch 2.13's
+    own condition (DistributedDataParallel._check_comm_hook), evaluated here, and
+    `condition_in_source` says that condition is still the one in torch's source."""
+    import inspect
+
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
+    cuda_supported = (torch.version.cuda is not None) or torch.version.hip is not None
+    nccl_supported = (dist.is_available() and dist.is_nccl_available()
+                      and torch.cuda.nccl.version() >= (2, 10))
+    xpu_xccl_supported = (dist.is_available() and dist.is_xccl_available()
+                          and torch.xpu.is_available())
+    build_accepts = bool((cuda_supported and nccl_supported) or xpu_xccl_supported)
+    check = " ".join(inspect.getsource(DDP._check_comm_hook).split())
+    condition_in_source = all(" ".join(part.split()) in check for part in (
+        'hook.__name__ in ["bf16_compress_hook", "bf16_compress_wrapper_hook"]',
+        "torch.version.cuda is not None ) or torch.version.hip is not None",
+        "dist.is_available() and dist.is_nccl_available() "
+        "and torch.cuda.nccl.version() >= (2, 10)",
+        "dist.is_available() and dist.is_xccl_available() and torch.xpu.is_available()",
+        "if not ((cuda_supported and nccl_supported) or xpu_xccl_supported):"))
     torch.manual_seed(0)
     model = DDP(torch.nn.Linear(4, 3))
     try:
@@ -33,15 +53,20 @@ def bf16_refused_by_name(rank, world_size):
     grad = wrapped.module.weight.grad.clone()
     gathered = [torch.empty_like(grad) for _ in range(world_size)]
     dist.all_gather(gathered, grad)
-    return {"refused": refused, "same": all(torch.equal(g, grad) for g in gathered)}
+    return {"refused": refused, "same": all(torch.equal(g, grad) for g in gathered),
+            "backend": dist.get_backend(), "build_accepts": build_accepts,
+            "condition_in_source": condition_in_source}
 
 
 @expect("23-bf16-refused-by-name")
 def _(outcomes, n):
+    # The notebook's claim is a CPU-only build's: on a CUDA (NCCL 2.10+) or XPU (XCCL)
+    # build torch accepts the hook, on gloo too (make gpu-check: bf16-hook-gloo-cuda-build).
     for o in outcomes:
         assert _returned(o) == {
             "refused": "BF16 all reduce communication hook required CUDA 11+ and NCCL 2.10+ "
-                       "or XPU and XCCL", "same": True}, o.result
+                       "or XPU and XCCL", "same": True, "backend": "gloo",
+            "build_accepts": False, "condition_in_source": True}, o.result
 
 
 @case("23-batched-powersgd-orthogonalize", sizes=(2, 4))

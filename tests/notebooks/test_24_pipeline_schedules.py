@@ -7,6 +7,7 @@ import torch
 from notebook_runner import notebook_text, png_count
 from training_notebooks import diff, run_training_notebook
 
+from helpers.fitting.schedules import plan
 from helpers.training.pipeline import make_stages
 from helpers.training.toy import loss_fn, make_data
 
@@ -39,11 +40,12 @@ def _order(events) -> list[tuple[str, int, int]]:
     return [(e[0], *map(int, e[1].split("."))) for e in spans]
 
 
-def _held(order) -> int:
-    """Most (stage, mb) forwarded and not done with (after B, or W where there is W)."""
+def _held(order, done=("B", "W")) -> int:
+    """Most (stage, mb) forwarded and not done with (after B, or W where there is W);
+    done=("I",): forwarded and still waiting for their I."""
     held = peak = 0
     for kind, *_ in order:
-        held += (kind == "F") - (kind in ("B", "W"))
+        held += (kind == "F") - (kind in done)
         peak = max(peak, held)
     return peak
 
@@ -151,6 +153,18 @@ def test_pipeline_schedules_notebook(n_ranks, tmp_path, monkeypatch):
     assert set(runs) == {(n, m, k) for n in SCHEDULES for m in ms for k in range(2)}
     assert record["peaks"]["interleaved"] == [min(2 * (p - r - 1) + p + 1, 4 * p)
                                               for r in range(p)]
+    # memory at m = 2p (the notebook's memory cells): the counts `run` measured are the
+    # slot plan's (simulated here from zs.plan's orders); our ZB-H1 holds 2p - 1 - r, more
+    # than 1F1B's p - r on every rank, of which p - r still wait for their I
+    for name, v in SCHEDULES.items():
+        simulated = [_held(order) for order in plan(name, p, 2 * p, v)]
+        assert record["peaks"][name] == record["plan_peaks"][name] == simulated, name
+    assert record["peaks"]["1F1B"] == [p - r for r in range(p)]
+    assert record["peaks"]["ZB-H1"] == [2 * p - 1 - r for r in range(p)]
+    waiting_for_i = [{_held(_order(runs[("ZB-H1", 2 * p, k)][r]), done=("I",))
+                      for k in range(2)} for r in range(p)]
+    assert waiting_for_i == [{p - r} for r in range(p)]
+    assert record["zb_waiting_for_i"] == [p - r for r in range(p)]
     table = record["bubble_table"]
     assert len(table) == 3 * len(ms)
     for row in table:
