@@ -38,13 +38,24 @@ def context_parallel_on_gloo(rank, world_size):
                                              comm.get_comm_counts().items()}
     seen["MATH, not causal: equals SDPA"] = (out - want[:, :, zigzag]).abs().max().item() < 1e-12
     seen["buffers restored"] = torch.equal(bufs[0], q)
-    bufs = [t.clone() for t in (q, k, v)]
-    try:
-        with context_parallel(mesh, buffers=bufs, buffer_seq_dims=[2, 2, 2]):
-            F.scaled_dot_product_attention(*bufs, is_causal=True)
-        seen["default kernel, causal"] = "ran"
-    except NotImplementedError as err:
-        seen["default kernel, causal"] = f"NotImplementedError: {err}"
+    # causal: torch's own choice of kernel, then each SDPA kernel named; inside
+    # context_parallel, and the same call alone on the whole sequence
+    import contextlib
+    for name in ("default", "FLASH_ATTENTION", "MATH", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION",
+                 "OVERRIDEABLE"):
+        for where in ("context_parallel", "alone"):
+            bufs = [t.clone() for t in (q, k, v)]
+            sharded = (context_parallel(mesh, buffers=bufs, buffer_seq_dims=[2, 2, 2])
+                       if where == "context_parallel" else contextlib.nullcontext())
+            kernel = (sdpa_kernel(getattr(SDPBackend, name)) if name != "default"
+                      else contextlib.nullcontext())
+            try:
+                with sharded, kernel:
+                    F.scaled_dot_product_attention(*bufs, is_causal=True)
+                seen[f"{name}, causal, {where}"] = "ran"
+            except Exception as err:               # each kernel's own error, whatever its type
+                seen[f"{name}, causal, {where}"] = (f"{type(err).__name__}: "
+                                                    f"{str(err).splitlines()[0]}")
     return seen
 
 
@@ -56,6 +67,20 @@ def _(outcomes, n):
         assert seen["MATH, not causal: collectives"] == {
             "c10d_functional.all_gather_into_tensor": 2}, seen
         assert seen["MATH, not causal: equals SDPA"], seen
-        assert seen["default kernel, causal"] == (
-            "NotImplementedError: Operator aten._scaled_dot_product_flash_attention_for_cpu."
-            "default does not have a sharding strategy registered."), seen
+        # the CPU's two kernels: both compute causal attention alone, both raise inside
+        # context_parallel; torch's own choice is the flash one
+        no_strategy = ("NotImplementedError: Operator aten._scaled_dot_product_flash_attention"
+                       "_for_cpu.default does not have a sharding strategy registered.")
+        for name in ("default", "FLASH_ATTENTION", "MATH"):
+            assert seen[f"{name}, causal, alone"] == "ran", seen
+        assert seen["default, causal, context_parallel"] == no_strategy, seen
+        assert seen["FLASH_ATTENTION, causal, context_parallel"] == no_strategy, seen
+        assert seen["MATH, causal, context_parallel"] == (
+            "RuntimeError: aten.add.Tensor got mixed torch.Tensor and DTensor, need to convert "
+            "all torch.Tensor to DTensor before calling distributed operators!"), seen
+        # the memory-efficient, cuDNN and overrideable (PrivateUse1) kernels do not run on the
+        # CPU, context_parallel or not: the CPU has the two above
+        for name in ("EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "OVERRIDEABLE"):
+            for where in ("context_parallel", "alone"):
+                assert seen[f"{name}, causal, {where}"].startswith(
+                    "RuntimeError: No viable backend for scaled_dot_product_attention"), seen

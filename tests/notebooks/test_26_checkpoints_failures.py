@@ -113,7 +113,14 @@ def test_checkpoints_failures_notebook(n_ranks, tmp_path, monkeypatch):
         assert s["shard_bytes"] == 3 * 8 * held
     files = {f["name"]: f["bytes"] for f in record["files"]}
     assert set(files) == {".metadata"} | {f"__{r}_0.distcp" for r in range(n)}
-    assert all(files[f"__{s['rank']}_0.distcp"] > s["shard_bytes"] for s in record["saved"])
+    # cell-07: "every file is more than 3 times the tensor bytes it holds, a few kB per rank"
+    assert all(1_000 <= s["shard_bytes"] < 10_000 for s in record["saved"]), record["saved"]
+    assert all(files[f"__{s['rank']}_0.distcp"] > 3 * s["shard_bytes"]
+               for s in record["saved"]), (files, [s["shard_bytes"] for s in record["saved"]])
+    shown = output_text(nb.cells[[c.get("id") for c in nb.cells].index("cell-08")])
+    for s in record["saved"]:                              # the factor, printed per rank
+        factor = files[f"__{s['rank']}_0.distcp"] / s["shard_bytes"]
+        assert f"rank {s['rank']}: " in shown and f"{factor:.1f} × the tensors" in shown, shown
 
     for got in record["ranks"]:
         r = got["rank"]
