@@ -76,7 +76,7 @@ def zero_formula(psi: float, world_size: int, stage: str, param_bytes: float = 2
     """The ZeRO paper's memory per rank (Rajbhandari et al. 2020): Ψ parameters, bytes per
     element of parameters, gradients and optimizer state (K). §3.1 derives DP's
     2Ψ + 2Ψ + KΨ (mixed precision Adam: K = 12, the defaults); §5.1–5.3 and fig. 1 split
-    the terms over the ranks, stage by stage."""
+    the terms over the ranks, stage by stage (arXiv 1910.02054)."""
     n = world_size
     shard = {"DP": (1, 1, 1), "ZeRO-1": (1, 1, n), "ZeRO-2": (1, n, n), "ZeRO-3": (n, n, n)}
     if stage not in shard:
@@ -145,7 +145,8 @@ def _label_stages(fig: Any, ax: Any, width: float, ylabel: str, title: str) -> A
 
 
 # The ZeRO paper's communication volume per rank and step, in elements of Ψ (§7.1: DP 2Ψ;
-# §7.2.1: P_os+g 2Ψ, and P_os no more; §7.2.2: P_os+g+p 3Ψ, i.e. 1.5× DP).
+# §7.2.1: P_os+g 2Ψ; §7's opening paragraph: P_os and P_g add no communication; §7.2.2:
+# P_os+g+p 3Ψ, i.e. 1.5× DP).
 PAPER_VOLUME = {"DP": 2, "ZeRO-1": 2, "ZeRO-2": 2, "ZeRO-3": 3}
 
 

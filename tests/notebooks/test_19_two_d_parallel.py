@@ -138,19 +138,19 @@ def _assert_torch_composition(record: dict, ref, dp: int, tp: int, k: int) -> No
 
 
 def _assert_step_bytes(executed: list[dict], dp: int) -> None:
-    """Each call: the ring model 2(g − 1)/g · S, and measured = model + gloo's headers; a
-    group of one rank writes exactly 0 B. At dp ≥ 2 the gradient sync's headers weigh
-    as much as its data or more."""
+    """Each call: the ring model 2(q − 1)/q · S in a group of q ranks, and measured = model
+    + gloo's headers; a group of one rank writes exactly 0 B. At dp ≥ 2 the gradient sync's
+    headers weigh as much as its data or more."""
     from helpers.bench.wire import agrees
 
     for call in executed:
-        g = len(call["group"])
-        assert call["model"] == pytest.approx(2 * (g - 1) / g * call["size"]), call
-        if g == 1:
+        q = len(call["group"])
+        assert call["model"] == pytest.approx(2 * (q - 1) / q * call["size"]), call
+        if q == 1:
             assert call["measured"] == 0, call
         else:
             assert call["measured"] > call["model"], call
-            assert agrees(call["measured"], call["model"], 1, g), call
+            assert agrees(call["measured"], call["model"], 1, q), call
     sync = [c for c in executed if c["phase"] == "gradient sync"]
     if dp >= 2:
         model = sum(c["model"] for c in sync)
