@@ -118,8 +118,9 @@ def model_sent(collective: str, size_bytes: float, n: int, rank: int,
                root: int = ROOT_RANK) -> float:
     """Bytes `rank` sends in one call of S = size_bytes on n ranks, in the ring model.
 
-    The model is NCCL's algorithms: rings for all_reduce, all_gather, reduce_scatter,
-    broadcast and reduce (NVIDIA/nccl src/device/*.h, `runRing`), point to point for
+    The model is NCCL's ring algorithms for all_reduce, all_gather, reduce_scatter,
+    broadcast and reduce (NVIDIA/nccl src/device/*.h, `runRing`; for the first three its
+    tuner may pick others: Tree, PAT, NVLS, CollNet, src/graph/tuning.cc), point to point for
     all_to_all, gather and scatter (torch's ProcessGroupNCCL issues ncclSend/ncclRecv).
 
     all_reduce 2(n−1)/n·S; all_gather, reduce_scatter, all_to_all (n−1)/n·S; broadcast

@@ -4,7 +4,7 @@
     traffic_row(rows)          # in the notebook: per rank measured, model, who sent to whom
 
 The model is `helpers.bench.nccl_tests.model_sent`: what one rank sends when the
-collective runs as NCCL runs it. `measure_traffic` counts what the rank's process really
+collective runs as NCCL's ring (or, for all_to_all, gather and scatter, its sends). `measure_traffic` counts what the rank's process really
 wrote (helpers.bench.wire): on gloo, the backend in use without GPUs.
 
 From a shell (rank 0 prints one table):

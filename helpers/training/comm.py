@@ -10,7 +10,8 @@
 Two figures for every call. **Measured**: what this rank's process really wrote to its
 connections to the other ranks while the call ran (`helpers.bench.wire`, gloo only; None on
 NCCL, whose bytes pass through no socket). **Model**: what this rank sends when the call
-runs as NCCL runs it on a ring (`helpers.bench.nccl_tests.model_sent`, S being nccl-tests'
+runs as a ring, one of the algorithms NCCL's tuner picks from
+(`helpers.bench.nccl_tests.model_sent`, S being nccl-tests'
 size of the call): all_reduce 2(n−1)/n·S, all_gather and reduce_scatter (n−1)/n·S,
 send S. The two differ by gloo's headers (48 B a message, `helpers.bench.wire.agrees`), and
 where gloo runs another algorithm (its reduce_scatter writes what an all_reduce writes).

@@ -6,7 +6,8 @@
 
 **Measured** is what a rank's process wrote to its connections to the other ranks
 (`helpers.bench.wire`, via `count_collectives`); **model** is what the calls send when run as
-NCCL runs them (a ring for the collectives, `helpers.bench.nccl_tests.model_sent`; S for a
+NCCL runs them as rings (`helpers.bench.nccl_tests.model_sent`; its tuner may pick other
+algorithms, which nothing here measures; S for a
 send of S bytes). They agree when the measurement is the model plus gloo's 48-byte
 message headers (`helpers.bench.wire.agrees`, the stated tolerance). Where gloo runs another
 algorithm (its reduce_scatter writes what an all_reduce writes), the notebooks assert that

@@ -147,7 +147,7 @@ def count_per_layer(layers: Sequence[tuple[str, nn.Module]], x: torch.Tensor,
 def bytes_table(rows: Sequence[dict], columns: tuple[str, str] = ("layer", "phase")) -> str:
     """Rows of `count_per_layer` as a text table: calls, S, the model's and the measured bytes.
 
-    "model": what the rank sends when each call runs as NCCL runs it (a ring);
+    "model": what the rank sends when NCCL runs each call as a ring;
     "measured": what its process wrote on gloo (not measured on NCCL). `columns` names
     the rows' "layer" and "phase".
     """

@@ -185,7 +185,7 @@ def plot_comm(measured: Sequence[dict[str, float | None]], ring_model: dict[str,
     ax.bar(x, [paper[s] for s in STAGES], width, color="none", edgecolor="#555555",
            hatch="..", label="paper (§7), × 8 B")
     ax.bar(x + width, [ring_model[s] for s in STAGES], width, color="none", edgecolor="k",
-           hatch="//", label="ring model, as built (NCCL)")
+           hatch="//", label="ring model, as built")
     for rank, sent in enumerate(measured):
         if sent["DP"] is not None:
             ax.bar(x + (rank + 2) * width, [sent[s] for s in STAGES], width,
