@@ -301,6 +301,13 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("11-nccl-bytes-pass-no-socket", "11_bandwidth", "w00",
           "With NCCL the bytes\ntravel over NVLink or PCIe without passing through a socket",
           "gpu-check", "nccl-bytes-not-on-sockets"),
+    Claim("11-nccl-ring-one-of-algorithms", "11_bandwidth", "w00",
+          "for\nall_reduce, all_gather and reduce_scatter a ring is one of the algorithms its "
+          "tuner chooses\nfrom", "source",
+          "NVIDIA/nccl src/graph/tuning.cc (v2.30.7-1, commit 5067397c), ncclTopoTuneModel "
+          "lines 294-298: Broadcast and Reduce keep only NCCL_ALGO_RING; ReduceScatter and "
+          "AllGather keep PAT, RING, NVLS, COLLNET_DIRECT; AllReduce every algorithm but PAT "
+          "(TREE, RING, COLLNET_DIRECT, COLLNET_CHAIN, NVLS, NVLS_TREE)"),
     gloo("11-all-reduce-one-neighbour", "11_bandwidth", "w06",
          "all of it to one neighbour, rank\n  *r* − 1: a ring", "11-all-reduce-ring-at-every-size"),
     gloo("11-all-reduce-ring-every-size", "11_bandwidth", "w06",
@@ -311,9 +318,18 @@ CLAIMS: tuple[Claim, ...] = (
          "**reduce_scatter writes what an all_reduce writes**",
          "11-reduce-scatter-writes-an-all-reduce"),
     Claim("11-nccl-ring-reduce-scatter", "11_bandwidth", "w06",
-          "NCCL runs a real ring reduce-scatter", "source",
+          "NCCL's ring reduce-scatter sends\n  (*n* − 1)/*n* · S per rank", "source",
           "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
           "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+    Claim("11-nccl-reduce-scatter-algorithms", "11_bandwidth", "w06",
+          "for a\n  reduce_scatter its tuner chooses among Ring, PAT (by default only with one "
+          "GPU per node)\n  and, on suitable hardware, NVLS and CollNet Direct", "source",
+          "NVIDIA/nccl src/graph/tuning.cc (v2.30.7-1, commit 5067397c), ncclTopoTuneModel "
+          "lines 295-297: for ncclFuncReduceScatter every algorithm but PAT, RING, NVLS and "
+          "COLLNET_DIRECT is skipped; ncclPatEnable lines 216-223: PAT off by default unless "
+          "nNodes == nRanks ('PAT only supports 1 GPU per node'); line 309: NVLS skipped with "
+          "fewer than 2 NVLS channels; lines 503-510: CollNet Direct off without collnet "
+          "support or NVSwitches (as in claim 20-nccl-reduce-scatter-algorithms)"),
     gloo("11-broadcast-binomial-tree", "11_bandwidth", "w06", "**broadcast is a tree**"),
     Claim("11-nccl-ring-broadcast", "11_bandwidth", "w06",
           "NCCL's ring broadcast has every rank but the last forward S", "source",
@@ -433,9 +449,22 @@ CLAIMS: tuple[Claim, ...] = (
          "Phases 2 and 3 and the flat all_reduce agree with the model, plus gloo's 48-byte "
          "message headers", "11-ring-and-direct-collectives-agree"),
     Claim("14-nccl-ring-reduce-scatter", "14_groups_and_meshes", "c24b",
-          "NCCL runs a ring reduce_scatter, (c−1)/c·S per rank", "source",
+          "runs its reduce_scatter as a ring, (c−1)/c·S per rank", "source",
           "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
           "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+    Claim("14-nccl-reduce-scatter-algorithms", "14_groups_and_meshes", "c24b",
+          "its tuner may also pick PAT (by default only with one GPU per node) or, on suitable\n"
+          "hardware, NVLS or CollNet Direct", "source",
+          "NVIDIA/nccl src/graph/tuning.cc (v2.30.7-1, commit 5067397c), ncclTopoTuneModel "
+          "lines 295-297 (ReduceScatter: PAT, RING, NVLS, COLLNET_DIRECT), ncclPatEnable "
+          "lines 216-223, line 309 (NVLS), lines 503-510 (CollNet); as in claim "
+          "20-nccl-reduce-scatter-algorithms"),
+    Claim("14-nccl-ring-model-when-ring", "14_groups_and_meshes", "c23",
+          "what each call sends when NCCL\nruns it as a ring, one of the algorithms its tuner "
+          "picks from", "source",
+          "NVIDIA/nccl src/device/all_reduce.h, reduce_scatter.h, all_gather.h runRing; "
+          "src/graph/tuning.cc ncclTopoTuneModel lines 294-298 (RING one candidate among "
+          "several per collective); as in claim 17-nccl-tuner-algorithms"),
     Claim("14-only-phase-2-crosses-rows", "14_groups_and_meshes", "c33",
           "of which only phase 2's 2(r−1)/r·S/c cross between rows", "test",
           "tests/notebooks/test_14_groups_and_meshes.py::test_groups_and_meshes_notebook"),
@@ -457,6 +486,13 @@ CLAIMS: tuple[Claim, ...] = (
           "DDP calls gloo from C++, so `count_collectives` counts none of its calls, but its "
           "bytes pass through the same sockets", "test",
           "tests/notebooks/test_15_data_parallel.py::test_data_parallel_notebook"),
+    Claim("15-nccl-ring-one-of-algorithms", "15_data_parallel", "c13",
+          "each call as NCCL runs it when its\ntuner picks a ring, one of several algorithms "
+          "it chooses from", "source",
+          "NVIDIA/nccl src/device/all_reduce.h runRing (2(n-1) steps of a chunk per rank); "
+          "src/graph/tuning.cc (v2.30.7-1, commit 5067397c) ncclTopoTuneModel line 298: for "
+          "AllReduce every algorithm but PAT stays a candidate (TREE, RING, COLLNET_DIRECT, "
+          "COLLNET_CHAIN, NVLS, NVLS_TREE)"),
     gloo("15-all-reduce-headers-per-call", "15_data_parallel", "c13",
          "an `all_reduce` call of 64 bytes up to 2n MiB writes\n12(n−1) of them per rank"),
     Claim("15-toy-headers-large-share", "15_data_parallel", "c13",
@@ -562,9 +598,27 @@ CLAIMS: tuple[Claim, ...] = (
           "which for this toy model's small tensors weigh more than the data", "test",
           "tests/notebooks/test_16_zero_fsdp.py::test_zero_fsdp_notebook"),
     Claim("16-nccl-ring-reduce-scatter", "16_zero_fsdp", "c21",
-          "NCCL runs a ring reduce_scatter", "source",
-          "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
-          "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+          "Where NCCL runs the calls as rings, the\nmodel's ratios hold on GPUs", "source",
+          "NVIDIA/nccl src/device/reduce_scatter.h, all_gather.h, all_reduce.h runRing ((n-1) "
+          "sends of one chunk per rank, 2(n-1) for all_reduce); nccl-tests "
+          "doc/PERFORMANCE.md, ReduceScatter and AllGather: (n-1)/n, AllReduce: 2(n-1)/n"),
+    Claim("16-nccl-ring-model-as-built", "16_zero_fsdp", "c21",
+          "each call as NCCL runs it when its tuner picks a ring", "source",
+          "NVIDIA/nccl src/graph/tuning.cc (v2.30.7-1, commit 5067397c), ncclTopoTuneModel "
+          "lines 294-298: RING is a candidate for every collective, one among several for "
+          "AllReduce, AllGather and ReduceScatter"),
+    Claim("16-nccl-reduce-scatter-algorithms", "16_zero_fsdp", "c21",
+          "for a `reduce_scatter` its tuner may also pick PAT (by\ndefault only with one GPU "
+          "per node) or, on suitable hardware, NVLS or CollNet Direct", "source",
+          "NVIDIA/nccl src/graph/tuning.cc (v2.30.7-1, commit 5067397c), ncclTopoTuneModel "
+          "lines 295-297 (ReduceScatter: PAT, RING, NVLS, COLLNET_DIRECT), ncclPatEnable "
+          "lines 216-223, line 309 (NVLS), lines 503-510 (CollNet); as in claim "
+          "20-nccl-reduce-scatter-algorithms"),
+    Claim("16-remember-ring-model-when-rings", "16_zero_fsdp", "c39",
+          "the ring model (what NCCL sends when it runs the calls as rings)", "source",
+          "NVIDIA/nccl src/device/reduce_scatter.h, all_gather.h, all_reduce.h runRing; "
+          "src/graph/tuning.cc ncclTopoTuneModel lines 294-298 (RING one candidate among "
+          "several)"),
     Claim("16-gloo-both-send-more-remember", "16_zero_fsdp", "c39",
           "Measured on gloo, whose reduce_scatter costs an all_reduce, both send more", "test",
           "tests/notebooks/test_16_zero_fsdp.py::test_zero_fsdp_notebook"),
@@ -656,6 +710,29 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("17-remember-header-per-message", "17_tensor_parallel", "cell-41",
           "gloo writes that plus a 48-byte header per\n  message", "test",
           "tests/notebooks/test_17_tensor_parallel.py::test_tensor_parallel_notebook"),
+    Claim("17-nccl-ring-model-when-ring", "17_tensor_parallel", "cell-23",
+          "what this rank sends when NCCL runs the call as a ring:\n  2(*n* − 1)/*n* × *S* "
+          "for `all_reduce` (notebook 10), (*n* − 1)/*n* × *S* for `all_gather`", "source",
+          "NVIDIA/nccl src/device/all_reduce.h runRing (2(n-1) steps of one chunk per rank), "
+          "src/device/all_gather.h runRing (n-1 steps); nccl-tests doc/PERFORMANCE.md, "
+          "AllReduce: 2(n-1)/n, AllGather: (n-1)/n"),
+    Claim("17-nccl-tuner-algorithms", "17_tensor_parallel", "cell-23",
+          "for an `all_reduce` also Tree\n  and, on suitable hardware, NVLS, NVLS Tree (across "
+          "nodes), CollNet Direct and CollNet\n  Chain; for an `all_gather` also PAT (by default "
+          "only with one GPU per node) and, on\n  suitable hardware, NVLS and CollNet Direct",
+          "source",
+          "NVIDIA/nccl src/graph/tuning.cc (v2.30.7-1, commit 5067397c), ncclTopoTuneModel "
+          "line 298: AllReduce keeps every algorithm but PAT; lines 295-297: AllGather only "
+          "PAT, RING, NVLS, COLLNET_DIRECT; ncclPatEnable lines 216-223 (PAT off by default "
+          "unless nNodes == nRanks); line 309: NVLS and NVLS_TREE skipped with fewer than 2 "
+          "NVLS channels; line 502: NVLS_TREE disabled when nNodes == 1; lines 503-510: "
+          "CollNet Direct/Chain off without collnet support, Direct also without NVSwitches"),
+    Claim("17-remember-ring-model-when-rings", "17_tensor_parallel", "cell-41",
+          "the ring model is what NCCL sends when it runs the calls as rings, one of the\n  "
+          "algorithms its tuner chooses from", "source",
+          "NVIDIA/nccl src/device/all_reduce.h, all_gather.h runRing; src/graph/tuning.cc "
+          "(commit 5067397c) ncclTopoTuneModel lines 294-298 (RING one candidate among "
+          "several for AllReduce and AllGather)"),
     # 17: make bench's row (bench-speed)
     Claim("17-bench-one-collective-a-step", "17_tensor_parallel", "bench-speed",
           "each step calls one collective on both sides", "source",
@@ -781,6 +858,12 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("19-wrong-group-silent", "19_two_d_parallel", "cell-20",
           "the shapes match (every\nrank's `W1` shard has the same shape), so nothing fails",
           "test", "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
+    Claim("19-nccl-ring-model-when-ring", "19_two_d_parallel", "step-bytes-note",
+          "what NCCL\nsends when it runs the call as a ring (one of the algorithms its tuner "
+          "chooses from", "source",
+          "NVIDIA/nccl src/device/all_reduce.h runRing (2(n-1) steps of one chunk per rank); "
+          "src/graph/tuning.cc (commit 5067397c) ncclTopoTuneModel line 298 (AllReduce: every "
+          "algorithm but PAT a candidate)"),
     Claim("19-one-rank-group-sends-nothing", "19_two_d_parallel", "step-bytes-read",
           "A data-parallel group of one rank (the\n1 × *n* meshes) sends nothing at all", "test",
           "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
@@ -907,10 +990,23 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("20-sp-sends-more-on-gloo", "20_tensor_sequence_parallel", "c36",
           "sequence parallelism sends about\n1.5× what tensor parallelism sends", "test",
           "tests/notebooks/test_20_tensor_sequence_parallel.py::test_tensor_sequence_parallel_notebook"),
-    Claim("20-nccl-reduce-scatter-ring", "20_tensor_sequence_parallel", "c36",
-          "On NCCL, whose `reduce_scatter` runs as a ring", "source",
+    Claim("20-nccl-ring-model-where-ring", "20_tensor_sequence_parallel", "c36",
+          "On NCCL the ring model is the figure where NCCL runs the calls as rings", "source",
           "NVIDIA/nccl src/device/reduce_scatter.h runRing (n-1 sends of one chunk per rank); "
           "nccl-tests doc/PERFORMANCE.md, ReduceScatter: (n-1)/n"),
+    Claim("20-nccl-reduce-scatter-algorithms", "20_tensor_sequence_parallel", "c36",
+          "a ring is not its only choice: for a `reduce_scatter` its tuning model chooses "
+          "among Ring, PAT (since NCCL 2.23; by default only with one GPU per node) and, on "
+          "suitable hardware, NVLS and CollNet Direct", "source",
+          "NVIDIA/nccl src/graph/tuning.cc (v2.30.7-1, commit 5067397c), ncclTopoTuneModel "
+          "lines 295-297: for ncclFuncReduceScatter (and AllGather) every algorithm but "
+          "NCCL_ALGO_PAT, RING, NVLS and COLLNET_DIRECT is skipped; ncclPatEnable lines "
+          "216-223: with NCCL_PAT_ENABLE at its default (2) PAT is off unless nNodes == "
+          "nRanks ('PAT only supports 1 GPU per node'); line 309: NVLS skipped with fewer "
+          "than 2 NVLS channels (src/transport/nvls.cc: nvlsSupport from "
+          "CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED); lines 503-510: CollNet Direct off "
+          "without collnet support or NVSwitches. PAT first in v2.23.4-1 (v2.22.3-1 "
+          "tuning.cc line 166: Ring, NVLS, CollNet Direct only)"),
     gloo("20-dtensor-shape-is-the-whole", "20_tensor_sequence_parallel", "c37",
          "a `DTensor`'s shape is the *whole* tensor's", "20-dtensor-shape-is-global"),
     Claim("20-torchtitan-heads-minus-one", "20_tensor_sequence_parallel", "c37",
@@ -969,8 +1065,11 @@ CLAIMS: tuple[Claim, ...] = (
          "gloo's `reduce_scatter` writes an\n  `all_reduce`'s bytes",
          "20-gloo-reduce-scatter-writes-all-reduce-bytes"),
     gloo("20-remember-torch-partial", "20_tensor_sequence_parallel", "c52",
-         "torch returns them\n  as `Partial(sum)` `DTensor`s",
+         "torch returns the LayerNorms' gradients as\n  `Partial(sum)` `DTensor`s, to be summed",
          "20-sequence-parallel-layernorm-grad-partial"),
+    Claim("20-remember-torch-biases-replicate", "20_tensor_sequence_parallel", "c52",
+          "and the two biases' as `Replicate()`, whole", "test",
+          "tests/notebooks/test_20_tensor_sequence_parallel.py::test_tensor_sequence_parallel_notebook"),
     # 20: make bench's rows (bench-speed)
     Claim("20-bench-dtensor-dispatch", "20_tensor_sequence_parallel", "bench-speed",
           "every operation on a `DTensor` goes through DTensor's dispatch, which picks\nthe "
@@ -995,12 +1094,23 @@ CLAIMS: tuple[Claim, ...] = (
          "inside the context it shards the given buffers along the sequence",
          "21-context-parallel-on-gloo"),
     gloo("21-cp-causal-raises", "21_context_parallel", "cell-42",
-         "`is_causal=True` (the default kernel choice on the CPU) the call raises a\n"
-         "`NotImplementedError`", "21-context-parallel-on-gloo"),
+         "`is_causal=True` the call raises with each of the two SDPA kernels the CPU has",
+         "21-context-parallel-on-gloo"),
+    gloo("21-cp-causal-flash-no-strategy", "21_context_parallel", "cell-42",
+         "The\ndefault choice here, the CPU's flash kernel "
+         "(`_scaled_dot_product_flash_attention_for_cpu`),\nraises a `NotImplementedError` "
+         "(no sharding strategy for it)", "21-context-parallel-on-gloo"),
+    gloo("21-cp-causal-math-runtime-error", "21_context_parallel", "cell-42",
+         "the MATH kernel raises a\n`RuntimeError` (an `add` of a plain tensor to DTensors)",
+         "21-context-parallel-on-gloo"),
+    gloo("21-cpu-no-efficient-cudnn", "21_context_parallel", "cell-42",
+         "The memory-efficient and cuDNN\nkernels, which `context_parallel` has a ring version "
+         "of, do not run on the CPU at all", "21-context-parallel-on-gloo"),
     gloo("21-remember-cp-on-gloo", "21_context_parallel", "cell-54",
          "not causal with the MATH kernel it all-gathers\n  K and V", "21-context-parallel-on-gloo"),
     gloo("21-remember-cp-causal-raises", "21_context_parallel", "cell-54",
-         "causal, it\n  raises", "21-context-parallel-on-gloo"),
+         "causal, it\n  raises, with both CPU kernels (flash: `NotImplementedError`; MATH: "
+         "`RuntimeError`)", "21-context-parallel-on-gloo"),
     Claim("21-commdebugmode-lists-functional", "21_context_parallel", "cell-36",
           "DTensor's own counter, `CommDebugMode`,\nlists the collectives it runs", "test",
           "tests/notebooks/test_21_context_parallel.py::test_context_parallel_notebook"),
@@ -1044,12 +1154,50 @@ CLAIMS: tuple[Claim, ...] = (
           "(_AllGatherRotater: one ft_c.all_gather_single, then a chunk per step); "
           "set_rotate_method('alltoall') selects _AllToAllRotater (ft_c.permute_tensor, "
           "i.e. all_to_all_single, every step)"),
+    Claim("21-cp-gpu-default-all-gather", "21_context_parallel", "cell-44",
+          "default is `_RotateMethod.ALL_GATHER` (what `set_rotate_method(\"allgather\")` "
+          "selects,\n`_AllGatherRotater`): at the first step each rank starts one all-gather of "
+          "its K and V", "source",
+          "torch 2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py: "
+          "_ContextParallelOptions.rotate_method = _RotateMethod.ALL_GATHER; "
+          "_templated_ring_attention: rotater = _create_rotater(group, 2), and at i = 0 "
+          "rotater.exchange_buffers(cat(key, value)) before the step's op; "
+          "_AllGatherRotater.exchange_buffers calls ft_c.all_gather_single once (only while "
+          "_aggregated_buffer is None), next_buffer waits for it (_maybe_wait) and returns "
+          "chunk rank − i; set_rotate_method('allgather') sets ALL_GATHER, its docstring: "
+          "'If this API has not been called, the default rotate method is \"allgather\"'"),
+    Claim("21-llama3-cp-all-gather", "21_context_parallel", "cell-20",
+          "every rank all-gathers K and V, then computes the attention of its\nown queries",
+          "source",
+          "Llama Team, AI @ Meta (2024), The Llama 3 Herd of Models, arXiv 2407.21783, "
+          "section 'Parallelism for Model Scaling', read in stored copies of the paper's text: "
+          "'we partition the input sequence into 2 × CP chunks so each CP rank receives two "
+          "chunks for better load balancing. The i-th CP rank received both the i-th and the "
+          "(2 × CP − 1 − i)-th chunks'; 'Different from existing CP implementations that "
+          "overlap communication and computation in a ring-like structure (Liu et al., 2023a), "
+          "our CP implementation adopts an all-gather based method where we first all-gather "
+          "the key (K) and value (V) tensors, and then compute attention output for the local "
+          "query (Q) tensor chunk'"),
+    Claim("21-cp-gathers-by-default", "21_context_parallel", "cell-20",
+          "torch's `context_parallel` also gathers by default", "source",
+          "torch 2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py: "
+          "_ContextParallelOptions.rotate_method = _RotateMethod.ALL_GATHER → "
+          "_AllGatherRotater (one ft_c.all_gather_single of every rank's K and V); on the CPU "
+          "the MATH kernel's all_gathers are the gloo case 21-context-parallel-on-gloo"),
     Claim("21-remember-cp-gpu", "21_context_parallel", "cell-54",
           "On GPUs its ring kernels rotate the blocks by all-gather (default) or all-to-all",
           "source",
           "torch 2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py: "
           "_create_rotater, _AllGatherRotater, _AllToAllRotater, set_rotate_method"),
     # 22 expert parallelism: mixture of experts
+    Claim("22-gshard-first-choices-first", "22_expert_parallel", "cell-07",
+          "first choices are served before second choices, each in token\norder (as in "
+          "GShard's top-2 gating", "source",
+          "Lepikhin et al. 2020, GShard, arXiv 2006.16668, Algorithm 1 'Group-level top-2 "
+          "gating with auxiliary loss', read in a stored copy of the paper's text: a first loop "
+          "'for s ← 1 to S' places each token's e1 while c_e1 < C, then a second loop over the "
+          "same tokens places e2 'If c < C ∧ 2·g2 > rnd', rnd ← uniform(0, 1): 'dispatch to "
+          "second-best expert with probability ∝ 2·g2'"),
     gloo("22-uneven-2d", "22_expert_parallel", "cell-11",
          "The tensors are 2-D (rows × 48 features): the split sizes count rows, the first "
          "dimension", "22-a2a-uneven"),
@@ -1110,15 +1258,25 @@ CLAIMS: tuple[Claim, ...] = (
           "start_powerSGD_iter; powerSGD_hook returns default allreduce of the bucket until "
           "state.iter reaches it"),
     gloo("23-bf16-refused", "23_accumulation_compression", "cell-31",
-         "`bf16_compress_hook` is refused at registration, on gloo and on a CPU build",
+         "`bf16_compress_hook` is refused at registration on a CPU-only torch build",
          "23-bf16-refused-by-name"),
     gloo("23-bf16-wrapper-runs", "23_accumulation_compression", "cell-31",
-         "the same function under another name registers and runs", "23-bf16-refused-by-name"),
-    Claim("23-bf16-name-only", "23_accumulation_compression", "cell-31",
-          "It looks at the name only, not at the backend", "source",
-          "torch/nn/parallel/distributed.py (torch 2.13.0, line 2485): "
-          "DistributedDataParallel._check_comm_hook tests hook.__name__ in "
-          "['bf16_compress_hook', 'bf16_compress_wrapper_hook']"),
+         "The same function under another name registers and runs", "23-bf16-refused-by-name"),
+    Claim("23-bf16-build-not-backend", "23_accumulation_compression", "cell-31",
+          "It looks at the build and at\nthe hook's name, not at the backend", "source",
+          "torch/nn/parallel/distributed.py (torch 2.13.0, lines 2485-2504): "
+          "DistributedDataParallel._check_comm_hook: if hook.__name__ in "
+          "['bf16_compress_hook', 'bf16_compress_wrapper_hook'], raises TypeError unless "
+          "((torch.version.cuda or torch.version.hip set) and dist.is_nccl_available() and "
+          "torch.cuda.nccl.version() >= (2, 10)) or (dist.is_xccl_available() and "
+          "torch.xpu.is_available()); the process group's backend is not read (the gloo "
+          "case 23-bf16-refused-by-name checks that this condition is still in the source)"),
+    Claim("23-bf16-cuda-build-gloo-accepts", "23_accumulation_compression", "cell-31",
+          "on a CUDA build with NCCL 2.10 or later, DDP over gloo\naccepts it", "gpu-check",
+          "bf16-hook-gloo-cuda-build"),
+    gloo("23-remember-bf16-cpu-build", "23_accumulation_compression", "cell-43",
+         "bf16's hook is refused by name on a CPU-only torch build, on any backend, and\n  a "
+         "renamed wrapper runs it", "23-bf16-refused-by-name"),
     gloo("23-batched-powersgd", "23_accumulation_compression", "cell-38",
          "fails on torch 2.13 at its first compressed pass, inside `_orthogonalize`",
          "23-batched-powersgd-orthogonalize"),
@@ -1176,6 +1334,35 @@ CLAIMS: tuple[Claim, ...] = (
           "source", "torch/distributed/pipelining/_backward.py (torch 2.13): "
           "stage_backward_input saves param_groups' intermediates, stage_backward_weight "
           "starts from them"),
+    Claim("24-zbh1-by-hand-holds-more", "24_pipeline_schedules", "memory-read",
+          "*p* − *r* pairs on rank *r* under 1F1B, 2*p* − 1 − *r*\nunder ours at *m* = 2*p*",
+          "test",
+          "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
+    Claim("24-zbh1-waiting-for-i-as-1f1b", "24_pipeline_schedules", "memory-read",
+          "Only the pairs\nwaiting for their I are as many as 1F1B's", "test",
+          "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
+    Claim("24-retain-graph-keeps-the-graph", "24_pipeline_schedules", "memory-read",
+          "which keeps the graph (torch frees it only\nwith `retain_graph=False`)", "source",
+          "torch/autograd/__init__.py (torch 2.13), grad's docstring: 'retain_graph (bool, "
+          "optional): If False, the graph used to compute the grad will be freed'"),
+    Claim("24-zbh1-paper-peak-memory", "24_pipeline_schedules", "memory-read",
+          "so ZB-H1's peak\nactivation memory is *p*·*M*<sub>B</sub>, 1F1B's (Table 2)", "source",
+          "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, arXiv 2401.10241 (the "
+          "paper's text, checked): section 2.1 'ZB-H1, ensures that the maximum peak memory "
+          "usage over all workers doesn't exceed that of 1F1B', 'all workers maintain the "
+          "same number of in-flight microbatches'; section 2.3 'After B completes, it "
+          "releases some activations not used anymore but keeps some extra gradients "
+          "(nabla_z L in Figure 1) for W', worker i's activations memory (p - i + 1)M_B + "
+          "(i - 1)M_W; Table 1 (B: sb(34h + 5as), W: 32sbh); Table 2 (1F1B and ZB-H1: pM_B)"),
+    Claim("24-torch-stage-detaches-after-i", "24_pipeline_schedules", "memory-read",
+          "saves the\ngradients at the intermediate nodes W starts from, then detaches the "
+          "stage's outputs to\nfree the graph state it does not need", "source",
+          "torch/distributed/pipelining/_backward.py (torch 2.13), stage_backward_input: "
+          "prehooks on param_groups' intermediates store their grads; 'for t in "
+          "stage_outputs_or_loss: t.detach_()', docstring 'Detaching the "
+          "stage_outputs_or_loss at the end of this function is important as it frees up "
+          "the memory that the autograd graph is anticipating to be used later (but doesn't "
+          "actually need)'"),
     Claim("24-orders-disagree-raise", "24_pipeline_schedules", "pitfall-md",
           "it raises instead of hanging", "test",
           "tests/notebooks/test_24_pipeline_schedules.py::test_pipeline_schedules_notebook"),
@@ -1329,11 +1516,12 @@ CLAIMS: tuple[Claim, ...] = (
           "\"%ld Bytes -> Algo %d proto %d time %f\"' (commented out); v2.20.3-1 the same "
           "line uncommented; HEAD 5067397c: 'if (comm->rank == 0) INFO(NCCL_TUNING, \"%s: "
           "%ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}\"'"),
-    Claim("25-nccl-no-log-in-2019", "25_algorithms", "c42",
-          "in 2019\n  [#754](https://github.com/NVIDIA/nccl/issues/754) still said there was no "
-          "such log", "source",
-          "https://github.com/NVIDIA/nccl/issues/754, sjeaugey: 'Short answer is no, there is "
-          "no such log ... we can't print a line on every call (that would have a perf "
+    Claim("25-nccl-no-log-in-december-2022", "25_algorithms", "c42",
+          "in December\n  2022 [#754](https://github.com/NVIDIA/nccl/issues/754) still said "
+          "there was no such log", "source",
+          "https://github.com/NVIDIA/nccl/issues/754 (opened by mozizhao 2022-12-12; "
+          "sjeaugey's reply dated 2022-12-12, i.e. December 2022): 'Short answer is no, there "
+          "is no such log ... we can't print a line on every call (that would have a perf "
           "impact)'"),
     Claim("25-nccl-pat", "25_algorithms", "c42", "since NCCL 2.23 also PAT", "source",
           "NVIDIA/nccl src/include/plugin/nccl_tuner.h (HEAD 5067397c): '#define "
@@ -1351,17 +1539,42 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("25-nccl-ll128-95", "25_algorithms", "c42", "(about 95 %)", "source",
           "https://github.com/NVIDIA/nccl/issues/281, sjeaugey: 'LL128 can achieve 95% peak'"),
     Claim("25-nccl-ll128-silent-corruption", "25_algorithms", "c42",
-          "forcing LL128 where NCCL did not enable it risks silent data corruption", "source",
+          "naming LL128 in it where NCCL did not enable it turns LL128 on, which\n  risks "
+          "silent data corruption", "source",
           "https://github.com/NVIDIA/nccl/issues/786, sjeaugey: 'we only enable it on platforms "
           "where we have verified that all the chain was giving that guarantee, being "
           "conservative as we don't want our users to experience silent data corruption. If "
           "you're brave, you can enable it on non-supported platforms with "
-          "NCCL_PROTO=LL,LL128,SIMPLE. No guarantees it won't hurt you one day though'"),
+          "NCCL_PROTO=LL,LL128,SIMPLE. No guarantees it won't hurt you one day though'; "
+          "NVIDIA/nccl src/graph/tuning.cc (HEAD 5067397c) ncclTopoTuneModel: protoEnable "
+          "starts at 2 for LL128 ('enabled by default only in certain cases'), parseList of "
+          "NCCL_PROTO sets a listed protocol to 1, and only the value 2 goes through the "
+          "platform checks"),
     Claim("25-nccl-algo-proto-restrict", "25_algorithms", "c42",
           "`NCCL_ALGO` and `NCCL_PROTO` restrict the choice", "gpu-check",
           "nccl-algo-changes-time"),
+    Claim("25-nccl-algo-proto-lists", "25_algorithms", "c42",
+          "each is a list of\n  the algorithms (protocols) NCCL may use, or, starting with `^`, "
+          "of those it may not", "source",
+          "NCCL docs, env.html / env.rst: 'The NCCL_ALGO variable defines which algorithms "
+          "NCCL will use. ... Comma-separated list of algorithms ... To specify algorithms to "
+          "exclude (instead of include), start the list with ^'; 'The NCCL_PROTO variable "
+          "defines which protocol(s) NCCL will use'"),
+    Claim("25-nccl-picks-among-what-is-left", "25_algorithms", "c42",
+          "NCCL still picks\n  among what is left, per call", "source",
+          "NVIDIA/nccl src/graph/tuning.cc (HEAD 5067397c) ncclTopoTuneModel: 'if "
+          "(algoEnable[c * NCCL_NUM_ALGORITHMS + a] == 0) comm->bandwidths[c][a][p] = 0' "
+          "(likewise pEnable == 0); ncclTopoGetAlgoTime: 'if (bw == 0) { *time = -1.0; "
+          "...'; src/enqueue.cc, per call: the pair with 'table[a][p] >= 0.0 && table[a][p] "
+          "< minTime', so a pair left out is never chosen"),
+    Claim("25-nccl-algo-proto-restrict-remember", "25_algorithms", "c50",
+          "`NCCL_ALGO` / `NCCL_PROTO` restrict the choice to the algorithms and\n  protocols "
+          "they list", "source",
+          "NCCL docs, env.html / env.rst: 'The NCCL_ALGO variable defines which algorithms "
+          "NCCL will use'; 'The NCCL_PROTO variable defines which protocol(s) NCCL will use' "
+          "(see 25-nccl-algo-proto-lists)"),
     Claim("25-nccl-proto-for-debugging", "25_algorithms", "c42",
-          "the maintainers keep `NCCL_PROTO` mostly for debugging and workarounds", "source",
+          "The maintainers keep `NCCL_PROTO` mostly for debugging and\n  workarounds", "source",
           "https://github.com/NVIDIA/nccl/issues/281, sjeaugey: '`NCCL_PROTO` is there mostly "
           "for debugging and workarounds in the case there is a bug with a given protocol'"),
     # 26 checkpoints and failures
@@ -1392,6 +1605,9 @@ CLAIMS: tuple[Claim, ...] = (
           "separate thread"),
     Claim("26-dcp-files-per-rank", "26_checkpoints_failures", "cell-05",
           "each rank its own file, and one `.metadata` for all", "test",
+          "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
+    Claim("26-dcp-file-over-3x-its-tensors", "26_checkpoints_failures", "cell-07",
+          "every file is more than 3 times the tensor bytes it holds, a few kB per rank", "test",
           "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
     Claim("26-optimizer-keyed-by-name", "26_checkpoints_failures", "cell-05",
           "the optimizer's keyed by parameter name, not by position", "test",
@@ -1428,7 +1644,8 @@ CLAIMS: tuple[Claim, ...] = (
           "parameters, momentum and variance, 'the memory multiplier of the optimizer states "
           "... K ... is 12'"),
     Claim("27-llama3-table-3", "27_planning", "p27-shapes", "the Llama 3 shapes are the paper's",
-          "source", "arXiv 2407.21783 (The Llama 3 Herd of Models), table 3 'Overview of the key "
+          "source", "Llama Team, AI @ Meta (2024), The Llama 3 Herd of Models, arXiv "
+          "2407.21783, table 3 'Overview of the key "
           "hyperparameters of Llama 3': 8B 32 layers, model dimension 4,096, FFN 14,336, 32 "
           "heads, 8 key/value heads; 70B 80, 8,192, 28,672, 64, 8; 405B 126, 16,384, 53,248, "
           "128, 8; vocabulary 128,000"),
@@ -1458,12 +1675,35 @@ CLAIMS: tuple[Claim, ...] = (
           "in 400 Gb/s'; docs.nvidia.com/networking/display/800GMMA4Z00NS/Overview: 'The line "
           "rate is 400Gb/s for both 400GbE Ethernet and NDR InfiniBand'"),
     Claim("27-llama3-table-4", "27_planning", "p27-published",
-          "configurations: 8,192 GPUs with TP 8, CP 1, PP 16, DP 64", "source",
-          "arXiv 2407.21783 (The Llama 3 Herd of Models), table 4 'Scaling configurations and "
-          "MFU for each stage of Llama 3 405B pre-training': rows 8,192|8|1|16|64|8,192|32|16M|"
-          "430, 16,384|8|1|16|128|8,192|16|16M|400, 16,384|8|16|16|8|131,072|16|16M|380; "
-          "section 3.3.2: 'we reduce one Transformer layer each from the first and the last "
-          "stages'"),
+          "8,192 GPUs with TP 8,\nCP 1, PP 16, DP 64", "source",
+          "Llama Team, AI @ Meta (2024), The Llama 3 Herd of Models, arXiv 2407.21783, table 4 "
+          "'Scaling configurations and MFU for each stage of Llama 3 405B pre-training': rows "
+          "8,192|8|1|16|64|8,192|32|16M|430, 16,384|8|1|16|128|8,192|16|16M|400, "
+          "16,384|8|16|16|8|131,072|16|16M|380 (v3 text; some copies of the table print DP 4 "
+          "in the last row, which does not multiply out to 16,384 = 8 · 16 · 16 · 8); "
+          "section 3.3.2 'Parallelism for Model Scaling': 'we reduce one Transformer layer "
+          "each from the first and the last stages'"),
+    Claim("27-llama3-mfu-cites-palm", "27_planning", "p27-published",
+          "the paper's MFU cites Chowdhery et al. (*PaLM*, arXiv 2204.02311)", "source",
+          "arXiv 2407.21783 section 3.3.2, 'GPU utilization': 'we achieve an overall BF16 Model "
+          "FLOPs Utilization (MFU; Chowdhery et al. (2023)) of 38-43% for the configurations "
+          "shown in Table 4'; neither that section nor table 4 gives the FLOP count behind its "
+          "TFLOPs/GPU"),
+    Claim("27-palm-mfu-counts-attention", "27_planning", "p27-published",
+          "whose count per token is 6N + 12 · L · H · Q · T", "source",
+          "karpathy/nanoGPT model.py GPT.estimate_mfu: '# see PaLM paper Appendix B as ref: "
+          "https://arxiv.org/abs/2204.02311', 'L, H, Q, T = cfg.n_layer, cfg.n_head, "
+          "cfg.n_embd//cfg.n_head, cfg.block_size', 'flops_per_token = 6*N + 12*L*H*Q*T' "
+          "(every key counted, no causal halving); tests/helpers/test_planner.py::"
+          "test_flops_per_token_count_attention checks the planner's count is that one"),
+    Claim("27-kaplan-6n", "27_planning", "p27-published",
+          "the approximation C ≈ 6N of Kaplan et\nal. 2020", "source",
+          "Kaplan et al. 2020, Scaling Laws for Neural Language Models, arXiv 2001.08361: "
+          "'Accounting for the backwards pass (approximately twice the compute as the forwards "
+          "pass), we then define the estimated non-embedding compute as C ≈ 6N floating point "
+          "operators per training token'; 'we do not include context-dependent terms in our "
+          "training compute estimate' (its forward count C_forward ≈ 2N + 2 n_layer n_ctx "
+          "d_attn keeps them)"),
     Claim("27-playbook-16-bytes", "27_planning", "p27-published",
           "gradients, 4 of fp32 master weights and 4 + 4 of Adam's two moments", "source",
           "https://huggingface.co/spaces/nanotron/ultrascale-playbook (Tazi et al., Feb 19 "
