@@ -251,8 +251,10 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
     timeout_s = resolve_timeout(timeout_s)
     debug = resolve_debug(debug)
     use_warm = warm_start.warm_requested(warm) and launcher == "local"
-    warm_start.idle_seconds()           # the other settings the README lists, checked now
-    on_off("TUTORIAL_OFFLINE")          # (read later, by the keeper and by the diagrams)
+    # The README's other settings, checked now whether or not this start reads them:
+    on_off("TUTORIAL_WARM_START")       # (warm= given wins over it)
+    warm_start.idle_seconds()           # (read by the warm cluster's keeper)
+    on_off("TUTORIAL_OFFLINE")          # (read by the diagrams)
     try:
         plan = launchers.cluster_options(launcher, n_ranks, interface=interface)
     except (ValueError, RuntimeError) as err:  # RuntimeError: the socket folder

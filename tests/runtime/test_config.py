@@ -99,8 +99,9 @@ def test_a_bad_setting_is_refused_by_name_before_any_process(name, monkeypatch):
     started = []
     monkeypatch.setattr(cl.ipp, "Cluster", lambda *a, **k: started.append(k))
     monkeypatch.setattr(cl, "end_orphans", lambda: started.append("end_orphans"))
-    with pytest.raises(ClusterConfigError, match=re.escape(repr(BAD_SETTINGS[name]))):
-        cl.start_cluster(quiet=True)
+    for warm in (None, False):          # an argument that overrides it does not hide it
+        with pytest.raises(ClusterConfigError, match=re.escape(repr(BAD_SETTINGS[name]))):
+            cl.start_cluster(quiet=True, warm=warm)
     assert started == []
 
 
