@@ -529,6 +529,19 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("15-nccl-separate-stream", "15_data_parallel", "c25",
           "With NCCL on GPUs the collectives run as kernels on a\nseparate CUDA stream",
           "gpu-check", "collective-own-stream"),
+    Claim("15-li-ddp-all-reduce-before-backward-ends", "15_data_parallel", "c25",
+          "on how DDP starts each\nbucket's `all_reduce` before the local backward pass "
+          "finishes", "source",
+          "Li et al. 2020, PyTorch Distributed: Experiences on Accelerating Data Parallel "
+          "Training, VLDB 13(12), arXiv 2006.15704, section 3.2.3 'Overlap Computation with "
+          "Communication': 'The AllReduce operation on gradients can start before the local "
+          "backward pass finishes. With bucketing, DDP only needs to wait for all contents in "
+          "the same bucket before launching communications.'; 'If hooks of all gradients in "
+          "the same buckets have fired, the last hook will trigger an asynchronous AllReduce "
+          "on that bucket'. No full copy of the paper's text was found in the stored corpus: "
+          "these sentences are as quoted verbatim by stored reading notes of the paper "
+          "(several independent copies); the section number as one of them gives it "
+          "('Li et al. 2020 §3.2.3')"),
     # 15: make bench's row (bench-speed)
     Claim("15-bench-ddp-first-bucket-cap", "15_data_parallel", "bench-speed",
           "which makes its\nfirst bucket 4 MiB too", "source",
@@ -760,7 +773,53 @@ CLAIMS: tuple[Claim, ...] = (
           "torch/distributed/tensor/_api.py: from_local returns _FromTorchTensor.apply(...), "
           "to_local _ToTorchTensor.apply(...). Counted on 2 gloo ranks for {'0': Colwise, "
           "'2': Rowwise}: 2 from_local and 2 to_local in the forward"),
+    Claim("17-korthikanti-f-fbar-and-sp-g", "17_tensor_parallel", "cell-15",
+          "call the same pair *f* and *f̄*, and give *g* to an operator of sequence "
+          "parallelism (an\n`all_gather` forward, a `reduce_scatter` backward; notebook 20)",
+          "source",
+          "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer "
+          "Models, arXiv 2205.05198, read in a stored copy of the paper's text: section "
+          "4.2.1, Figure 4 caption 'Transformer layer with tensor parallelism. f and f̄ are "
+          "conjugate. f is no operation in the forward pass and all-reduce in the backward "
+          "pass. f̄ is all-reduce in the forward pass and no operation in the backward pass.'; "
+          "section 4.2.2, Figure 5 caption 'Transformer layer with tensor and sequence "
+          "parallelism. g and ḡ are conjugate. g is all-gather in the forward pass and "
+          "reduce-scatter in the backward pass. ḡ is reduce-scatter in forward pass and "
+          "all-gather in backward pass.'"),
     # 18 pipeline parallel
+    Claim("18-gpipe-figure-2c", "18_pipeline_parallel", "cell-06",
+          "In GPipe (Huang et al. 2019, <https://arxiv.org/abs/1811.06965>,\nFigure 2c)",
+          "source",
+          "Huang et al. 2019, GPipe: Efficient Training of Giant Neural Networks using "
+          "Pipeline Parallelism, arXiv 1811.06965, read in a stored copy of the paper's text: "
+          "Figure 2 caption '(c) Pipeline parallelism divides the input mini-batch into "
+          "smaller micro-batches, enabling different accelerators to work on different "
+          "micro-batches simultaneously. Gradients are applied synchronously at the end.'; "
+          "section 2.3: 'Figure 2(c) assumes partitions are evenly balanced.'"),
+    Claim("18-gpipe-bubble-section-2-3", "18_pipeline_parallel", "cell-06",
+          "(the paper's section 2.3\ngives it as O((*K* − 1)/(*M* + *K* − 1)), with *K* "
+          "partitions and *M* micro-batches)", "source",
+          "Huang et al. 2019, GPipe, arXiv 1811.06965, read in a stored copy of the paper's "
+          "text: section 2.3 'Performance Optimization': 'As illustrated in Figure 2(c), "
+          "partitioning introduces some idle time per accelerator, which we refer to as the "
+          "bubble overhead. This bubble time is O((K-1)/(M+K-1)) amortized over the number of "
+          "micro-steps M.'; section 2.2: 'GPipe partitions the network into K cells', 'divides "
+          "every mini-batch of size N into M equal micro-batches'"),
+    Claim("18-pipedream-flush-in-flight", "18_pipeline_parallel", "cell-11",
+          "micro-batches are in flight on stage *s*, instead of *m*: that is what 1F1B saves\n"
+          "(Narayanan et al. 2021, <https://arxiv.org/abs/2104.04473>, section 2.2.1)",
+          "source",
+          "Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU "
+          "Clusters Using Megatron-LM, arXiv 2104.04473, read in a stored copy of the paper's "
+          "text: section 2.2.1 'Default Schedule': 'Instead, we use the PipeDream-Flush "
+          "schedule [30]. In this schedule, we first enter a warm-up phase where workers "
+          "perform differing numbers of forward passes as shown in Figure 4 (top). This "
+          "schedule limits the number of in-flight microbatches (the number of microbatches "
+          "for which the backward pass is outstanding and activations need to be maintained) "
+          "to the depth of the pipeline, instead of the number of microbatches in a batch.'; "
+          "'this schedule requires activations to be stashed for p or fewer microbatches "
+          "(compared to m microbatches for the GPipe schedule)'. The per-stage count p − s is "
+          "the notebook's (its warm-up of p − 1 − s forwards), not a sentence of the paper"),
     gloo("18-gloo-send-waits-for-recv", "18_pipeline_parallel", "cell-28",
          "on gloo a\n`send` waits for the matching `recv` (notebook 09): neither returns",
          "both-send-first"),
@@ -978,6 +1037,37 @@ CLAIMS: tuple[Claim, ...] = (
           "the same parameters after the same steps", "test",
           "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
     # 20 tensor and sequence parallelism on the block
+    Claim("20-korthikanti-figures-4-5", "20_tensor_sequence_parallel", "c06",
+          "Figures 4 and 5 of Korthikanti et al., *Reducing Activation Recomputation in Large\n"
+          "Transformer Models*", "source",
+          "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer "
+          "Models, arXiv 2205.05198, read in a stored copy of the paper's text: 'Figure 4: "
+          "Transformer layer with tensor parallelism.' (section 4.2.1); 'Figure 5: "
+          "Transformer layer with tensor and sequence parallelism.' (section 4.2.2), which "
+          "says 'in the non-tensor parallel regions of a transformer layer, the operations "
+          "are independent along the sequence dimension. This characteristic allows us to "
+          "partition these regions along the sequence dimension s'"),
+    Claim("20-korthikanti-f-fbar", "20_tensor_sequence_parallel", "c06",
+          "Korthikanti et al. call this pair *f*\n  and *f̄*.", "source",
+          "Korthikanti et al. 2022, arXiv 2205.05198, section 4.2.1 'Tensor Parallelism': "
+          "'We use tensor parallelism developed by Shoeybi, et.al.[19] and parallelize the "
+          "attention as well as MLP blocks as shown in Figure 4. This form of parallelism "
+          "introduces two additional communication operations f and f̄.'; Figure 4 caption "
+          "'f and f̄ are conjugate. f is no operation in the forward pass and all-reduce in "
+          "the backward pass. f̄ is all-reduce in the forward pass and no operation in the "
+          "backward pass.'"),
+    Claim("20-korthikanti-g-gbar", "20_tensor_sequence_parallel", "c06",
+          "*g*, before a tensor-parallel region, an `all_gather` along the sequence forward\n"
+          "  and a `reduce_scatter` backward; *ḡ*, after it, a `reduce_scatter` forward and "
+          "an\n  `all_gather` backward", "source",
+          "Korthikanti et al. 2022, arXiv 2205.05198, section 4.2.2 'Sequence Parallelism': "
+          "'we combine these operations with the f and f̄ operators and introduce new "
+          "operations g and ḡ as shown in Figure 5. As it can be seen, g and ḡ are the "
+          "converters between sequence and tensor parallel regions.'; 'This implies that g "
+          "is an all-gather operation along the sequence dimension in the forward pass'; 'g "
+          "and ḡ are conjugate of each other. g is an all-gather in the forward pass and a "
+          "reduce-scatter in the backward pass, and ḡ is a reduce-scatter in the forward "
+          "pass and an all-gather in the backward pass.'"),
     gloo("20-single-collectives-cut-dim-0", "20_tensor_sequence_parallel", "c19",
          "`dist.all_gather_single` and `dist.reduce_scatter_single` (notebooks 06, 07) join "
          "and cut\nalong dim 0"),
@@ -1084,6 +1174,29 @@ CLAIMS: tuple[Claim, ...] = (
           "SequenceParallel._replicate_module_fn: each parameter replaced by "
           "nn.Parameter(DTensor.from_local(param, device_mesh, [Replicate()], run_check=False))"),
     # 21 context parallelism: ring attention
+    Claim("21-online-softmax-milakov", "21_context_parallel", "cell-08",
+          "is the **online softmax** of Milakov and Gimelshein\n(2018, *Online normalizer "
+          "calculation for softmax*, <https://arxiv.org/abs/1805.02867>):\none pass keeps a "
+          "running max and a running sum, the sum rescaled whenever the max grows", "source",
+          "Milakov and Gimelshein 2018, Online normalizer calculation for softmax, arXiv "
+          "1805.02867, read in a stored copy of the paper's text: section 3 'Online "
+          "normalizer calculation': 'The algorithm 3 calculates both the maximum value m and "
+          "the normalization term d in a single pass over input vector'; Algorithm 3 'Safe "
+          "softmax with online normalizer calculation', lines 4-5: m_j ← max(m_{j-1}, x_j), "
+          "d_j ← d_{j-1} × e^{m_{j-1} - m_j} + e^{x_j - m_j}; 'At each iteration it needs to "
+          "adjust the normalizer d to the new maximum m_j and only then add new value to the "
+          "normalizer.'; 'In the remainder of this paper we will call algorithm 3 \"Online "
+          "Softmax\".'"),
+    Claim("21-flashattention-reuses-online-softmax", "21_context_parallel", "cell-08",
+          "reuses it to compute attention tile\nby tile", "source",
+          "Dao et al. 2022, FlashAttention: Fast and Memory-Efficient Exact Attention with "
+          "IO-Awareness, arXiv 2205.14135, read in a stored copy of the paper's text: section "
+          "3.1 'An Efficient Attention Algorithm With Tiling and Recomputation', 'Tiling. We "
+          "compute attention by blocks. Softmax couples columns of K, so we decompose the "
+          "large softmax with scaling [51, 60, 66].'; 'Therefore if we keep track of some "
+          "extra statistics (m(x), ℓ(x)), we can compute softmax one block at a time.'; its "
+          "reference [60]: 'Maxim Milakov and Natalia Gimelshein. Online normalizer "
+          "calculation for softmax. arXiv preprint arXiv:1805.02867, 2018.'"),
     gloo("21-cp-all-gathers-k-and-v", "21_context_parallel", "cell-00",
          "it all-gathers K and V instead of passing them\n  round a ring, and it refuses the "
          "causal mask", "21-context-parallel-on-gloo"),
@@ -1192,12 +1305,17 @@ CLAIMS: tuple[Claim, ...] = (
     # 22 expert parallelism: mixture of experts
     Claim("22-gshard-first-choices-first", "22_expert_parallel", "cell-07",
           "first choices are served before second choices, each in token\norder (as in "
-          "GShard's top-2 gating", "source",
-          "Lepikhin et al. 2020, GShard, arXiv 2006.16668, Algorithm 1 'Group-level top-2 "
+          "GShard's top-2 gating, whose second pass also skips a second choice at random,\n"
+          "with probability 1 − 2·g₂: we keep every one)", "source",
+          "Lepikhin et al. 2020, GShard: Scaling Giant Models with Conditional Computation and "
+          "Automatic Sharding, arXiv 2006.16668, section 2.2, Algorithm 1 'Group-level top-2 "
           "gating with auxiliary loss', read in a stored copy of the paper's text: a first loop "
           "'for s ← 1 to S' places each token's e1 while c_e1 < C, then a second loop over the "
-          "same tokens places e2 'If c < C ∧ 2·g2 > rnd', rnd ← uniform(0, 1): 'dispatch to "
-          "second-best expert with probability ∝ 2·g2'"),
+          "same tokens: 'g2 ← g2/(g1 + g2) ▷ normalized g2', 'rnd ← uniform(0, 1) ▷ dispatch "
+          "to second-best expert with probability ∝ 2·g2', 'If c < C ∧ 2·g2 > rnd': as the "
+          "normalized g2 ≤ 1/2, a second choice with room is skipped with probability "
+          "1 − 2·g2; section 2.2, 'Random routing': 'GATE(·) dispatches to the 2nd-best "
+          "expert with the probability proportional to its weight g2'"),
     gloo("22-uneven-2d", "22_expert_parallel", "cell-11",
          "The tensors are 2-D (rows × 48 features): the split sizes count rows, the first "
          "dimension", "22-a2a-uneven"),
@@ -1329,6 +1447,27 @@ CLAIMS: tuple[Claim, ...] = (
          "torch's own `ScheduleInterleaved1F1B`, `ScheduleInterleavedZeroBubble`,\n"
          "`ScheduleZBVZeroBubble` and `ScheduleDualPipeV` on the same stages: the gradients",
          "24-torch-multi-stage-schedules"),
+    Claim("24-narayanan-interleaved-bubble", "24_pipeline_schedules", "model",
+          "Figure 4 and section 2.2.2) cuts each rank's\nwork into *v* chunks: the ramp up "
+          "and down is made of chunks, 1/*v* of the time, so the\nbubble is (*p* − 1)/(*v*·*m*) "
+          "of the compute", "source",
+          "Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU "
+          "Clusters Using Megatron-LM, arXiv 2104.04473, read in a stored copy of the paper's "
+          "text: Figure 4 caption 'Default and interleaved 1F1B pipeline schedules. The top "
+          "figure shows the default non-interleaved 1F1B schedule. The bottom figure shows the "
+          "interleaved 1F1B schedule, where each device is assigned multiple chunks (in this "
+          "case, 2).'; section 2.2.2 'Schedule with Interleaved Stages': 'If each device has v "
+          "stages (or model chunks), then the forward and backward time for a microbatch for "
+          "each stage or chunk will now be t_f/v and t_b/v. The pipeline bubble time thus "
+          "reduces to t_pb^int. = (p−1)·(t_f+t_b)/v, and the bubble time fraction is then: "
+          "t_pb^int./t_id = 1/v · (p−1)/m.'"),
+    Claim("24-zbh1-paper-figure-3-top", "24_pipeline_schedules", "model",
+          "ZB-H1 (Qi et al. 2024, Figure 3, top) runs\nI as soon as it can", "source",
+          "Qi et al. 2024, Zero Bubble (Almost) Pipeline Parallelism, arXiv 2401.10241, read "
+          "in a stored copy of the paper's text: 'Figure 3: Handcrafted pipeline schedules, "
+          "top: ZB-H1; bottom: ZB-H2'; section 2.1: 'This reduction is because B is initiated "
+          "earlier across all workers compared to 1F1B, and the tail-end bubbles are filled by "
+          "the later-starting W passes.'"),
     Claim("24-torch-w-from-saved-intermediates", "24_pipeline_schedules", "run-md",
           "torch's stage\n  saves the intermediate nodes during I and starts W from them",
           "source", "torch/distributed/pipelining/_backward.py (torch 2.13): "
@@ -1354,6 +1493,25 @@ CLAIMS: tuple[Claim, ...] = (
           "releases some activations not used anymore but keeps some extra gradients "
           "(nabla_z L in Figure 1) for W', worker i's activations memory (p - i + 1)M_B + "
           "(i - 1)M_W; Table 1 (B: sb(34h + 5as), W: 32sbh); Table 2 (1F1B and ZB-H1: pM_B)"),
+    Claim("24-zbh1-paper-same-in-flight", "24_pipeline_schedules", "memory-read",
+          "where Qi et al.'s ZB-H1 keeps the\nsame number of micro-batches in flight on every "
+          "rank (section 2.1)", "source",
+          "Qi et al. 2024, Zero Bubble (Almost) Pipeline Parallelism, ICLR 2024, arXiv "
+          "2401.10241, read in a stored copy of the paper's text: section 2.1 'Memory "
+          "Efficient Schedule': 'Our first handcrafted schedule, named ZB-H1, ensures that the "
+          "maximum peak memory usage over all workers doesn't exceed that of 1F1B. ZB-H1 "
+          "generally follows the 1F1B schedule, but it adjusts the starting points of W "
+          "depending on the number of warm-up microbatches. This ensures all workers maintain "
+          "the same number of in-flight microbatches.'"),
+    Claim("24-zbh1-paper-memory-of-rank-r", "24_pipeline_schedules", "memory-read",
+          "section 2.3 puts\nrank *r*'s activation memory at (*p* − *r*)·*M*<sub>B</sub> + "
+          "*r*·*M*<sub>W</sub>", "source",
+          "Qi et al. 2024, arXiv 2401.10241, read in a stored copy of the paper's text: "
+          "section 2.3 'Quantitative Analyses': 'We use the notations M_B/M_W to represent the "
+          "memory required to store activations for one B/W pass'; 'Notably, the activations "
+          "memory of worker i is (p − i + 1)M_B + (i − 1)M_W for ZB-H1 and (2p − 2i + 1)M_B + "
+          "(2i − 2)M_W for ZB-H2.' The paper's workers count from 1 (Figure 3: Device 1-4), "
+          "so worker i is rank r = i − 1: (p − r)M_B + rM_W"),
     Claim("24-torch-stage-detaches-after-i", "24_pipeline_schedules", "memory-read",
           "saves the\ngradients at the intermediate nodes W starts from, then detaches the "
           "stage's outputs to\nfree the graph state it does not need", "source",
@@ -1607,7 +1765,7 @@ CLAIMS: tuple[Claim, ...] = (
           "each rank its own file, and one `.metadata` for all", "test",
           "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
     Claim("26-dcp-file-over-3x-its-tensors", "26_checkpoints_failures", "cell-07",
-          "every file is more than 3 times the tensor bytes it holds, a few kB per rank", "test",
+          "every file is more than 3 times the tensor bytes it holds (a few kB of tensors per", "test",
           "tests/notebooks/test_26_checkpoints_failures.py::test_checkpoints_failures_notebook"),
     Claim("26-optimizer-keyed-by-name", "26_checkpoints_failures", "cell-05",
           "the optimizer's keyed by parameter name, not by position", "test",
@@ -1691,6 +1849,15 @@ CLAIMS: tuple[Claim, ...] = (
           "TFLOPs/GPU"),
     Claim("27-palm-mfu-counts-attention", "27_planning", "p27-published",
           "whose count per token is 6N + 12 · L · H · Q · T", "source",
+          "Chowdhery et al. 2022, PaLM: Scaling Language Modeling with Pathways, arXiv "
+          "2204.02311, read in a stored copy of the paper's text (ar5iv), Appendix B 'Compute "
+          "Usage and Environmental Impact': 'Excluding self-attention, an N-parameter "
+          "decoder-only model requires 6N matmul FLOPs per token seen (2N for forward and 4N "
+          "for backward)'; 'The matmuls in dense self-attention add 6LH(2QT) FLOPs per token "
+          "(a much smaller value for large models, but included here for completeness) where "
+          "L, H, Q, and T are the number of layers, the number of heads, the head dimension, "
+          "and the sequence length respectively.'; 'the theoretical peak throughput R = "
+          "P/(6N + 12LHQT)'. Also "
           "karpathy/nanoGPT model.py GPT.estimate_mfu: '# see PaLM paper Appendix B as ref: "
           "https://arxiv.org/abs/2204.02311', 'L, H, Q, T = cfg.n_layer, cfg.n_head, "
           "cfg.n_embd//cfg.n_head, cfg.block_size', 'flops_per_token = 6*N + 12*L*H*Q*T' "
