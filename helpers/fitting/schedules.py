@@ -253,18 +253,6 @@ def compute_order(events: Sequence) -> list[str]:
             if kind in COMPUTE]
 
 
-def held_at_most(order: Sequence, done: Sequence[str] = ("B", "W")) -> int:
-    """The most (stage, micro-batch) pairs one rank holds at once in `order` (actions
-    ("F", stage, mb) or compute_order's "F0.1"): each F adds one, each action of a kind in
-    `done` ends one. done=("B", "W"): forwarded and not yet done with (what `run` keeps);
-    done=("I",): forwarded and still waiting for the input gradient (ZB-H1 runs no B)."""
-    held = peak = 0
-    for action in order:
-        held += (action[0] == "F") - (action[0] in done)
-        peak = max(peak, held)
-    return peak
-
-
 def measured_bubble(events_by_rank: Sequence[Sequence]) -> list[float]:
     """Per rank: 1 − (its F, B, I and W time) / the step time (notebook 18's measure)."""
     return bubble_fraction(events_by_rank, COMPUTE)

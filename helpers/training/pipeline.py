@@ -206,11 +206,14 @@ def compute_order(events: Sequence) -> list[str]:
     return [f"{kind[0].upper()}{mb}" for _, kind, mb in spans]
 
 
-def in_flight(order: Sequence[str]) -> int:
-    """The most micro-batches forwarded and not yet backwarded, along an order."""
+def in_flight(order: Sequence, done: Sequence[str] = ("B",)) -> int:
+    """The most micro-batches forwarded and not yet done with, along an order ("F0", "B0"…,
+    or notebook 24's ("F", stage, mb) and "F0.1"): each F adds one, each action of a kind in
+    `done` ends one. Notebook 24 splits B into I and W: done=("B", "W") counts what a rank
+    keeps until its last backward, done=("I",) what waits for its input gradient."""
     held = peak = 0
     for step in order:
-        held += 1 if step.startswith("F") else -1
+        held += (step[0] == "F") - (step[0] in done)
         peak = max(peak, held)
     return peak
 

@@ -1485,8 +1485,8 @@ CLAIMS: tuple[Claim, ...] = (
           "torch/autograd/__init__.py (torch 2.13), grad's docstring: 'retain_graph (bool, "
           "optional): If False, the graph used to compute the grad will be freed'"),
     Claim("24-zbh1-paper-peak-memory", "24_pipeline_schedules", "memory-read",
-          "so ZB-H1's peak\nactivation memory is *p*·*M*<sub>B</sub>, 1F1B's (Table 2)", "source",
-          "Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024, arXiv 2401.10241 (the "
+          "so ZB-H1's peak\nactivation memory is *p*·*M*(B), 1F1B's (Table 2)", "source",
+          "Qi et al., Zero Bubble (Almost) Pipeline Parallelism, ICLR 2024, arXiv 2401.10241 (the "
           "paper's text, checked): section 2.1 'ZB-H1, ensures that the maximum peak memory "
           "usage over all workers doesn't exceed that of 1F1B', 'all workers maintain the "
           "same number of in-flight microbatches'; section 2.3 'After B completes, it "
@@ -1494,8 +1494,8 @@ CLAIMS: tuple[Claim, ...] = (
           "(nabla_z L in Figure 1) for W', worker i's activations memory (p - i + 1)M_B + "
           "(i - 1)M_W; Table 1 (B: sb(34h + 5as), W: 32sbh); Table 2 (1F1B and ZB-H1: pM_B)"),
     Claim("24-zbh1-paper-same-in-flight", "24_pipeline_schedules", "memory-read",
-          "where Qi et al.'s ZB-H1 keeps the\nsame number of micro-batches in flight on every "
-          "rank (section 2.1)", "source",
+          "where Qi et al.'s ZB-H1 keeps the same number of micro-batches in flight on every "
+          "rank\n(section 2.1)", "source",
           "Qi et al. 2024, Zero Bubble (Almost) Pipeline Parallelism, ICLR 2024, arXiv "
           "2401.10241, read in a stored copy of the paper's text: section 2.1 'Memory "
           "Efficient Schedule': 'Our first handcrafted schedule, named ZB-H1, ensures that the "
@@ -1504,8 +1504,8 @@ CLAIMS: tuple[Claim, ...] = (
           "depending on the number of warm-up microbatches. This ensures all workers maintain "
           "the same number of in-flight microbatches.'"),
     Claim("24-zbh1-paper-memory-of-rank-r", "24_pipeline_schedules", "memory-read",
-          "section 2.3 puts\nrank *r*'s activation memory at (*p* − *r*)·*M*<sub>B</sub> + "
-          "*r*·*M*<sub>W</sub>", "source",
+          "section 2.3 puts rank *r*'s activation memory at\n(*p* − *r*)·*M*(B) + "
+          "*r*·*M*(W)", "source",
           "Qi et al. 2024, arXiv 2401.10241, read in a stored copy of the paper's text: "
           "section 2.3 'Quantitative Analyses': 'We use the notations M_B/M_W to represent the "
           "memory required to store activations for one B/W pass'; 'Notably, the activations "

@@ -98,13 +98,11 @@ def test_accumulation_compression_notebook(n_ranks, tmp_path, monkeypatch):
     assert last[0] > last[1] > last[2] > one_process[-1], last
     assert record["refusal"] == ("BF16 all reduce communication hook required CUDA 11+ and "
                                  "NCCL 2.10+ or XPU and XCCL")
-    # the refusal is this CPU-only build's (what torch's _check_comm_hook reads), on gloo
+    # the refusal is this CPU-only build's (what torch's _check_comm_hook reads), on gloo;
+    # the suite runs on a CPU-only torch (a CUDA build registers the hook: make gpu-check)
     assert record["bf16_build"] == {
         "torch.version.cuda": None, "torch.version.hip": None, "NCCL": None,
-        "XCCL and an XPU": False} == {
-        "torch.version.cuda": torch.version.cuda, "torch.version.hip": torch.version.hip,
-        "NCCL": None if not torch.distributed.is_nccl_available() else "available",
-        "XCCL and an XPU": torch.distributed.is_xccl_available() and torch.xpu.is_available()}
+        "XCCL and an XPU": False}
     assert (f"on gloo, bf16_compress_hook → TypeError: {record['refusal']}"
             in notebook_text(nb))
     assert record["batched"] == ["AssertionError in _orthogonalize, called from "

@@ -1,6 +1,7 @@
 """Notebook 25 (all_reduce by hand: ring, binary and double binary tree, halving-doubling;
 broadcast by hand; what gloo runs; a timing sweep) executed on gloo, its saved record held
-against references computed here, independently of helpers.scale.algorithms."""
+against references computed here, independently of helpers.scale.algorithms; and, without
+engines, the introduction's step counts against helpers.scale.algorithms.model_terms."""
 from __future__ import annotations
 
 import json

@@ -128,7 +128,7 @@ def _llama70b_dp32_tp2_zero3_sp() -> tuple[float, float]:
     psi = layers * layer + embed                    # every row count splits over 32: no pad
     acts = layers * seq * 1 * h * 2 // tp           # each layer's input, bf16, sp-split
     memory = (2 + 2 + 12) * psi / dp + acts
-    full = layers * (2 * h * h + 2 * kv * h + 3 * ffn * h + 2 * h) + 2 * vocab * h + h
+    full = _llama_params(layers, h, ffn, kv, vocab)
     attention = 16 * layers * seq * h        # Q·Kᵀ and scores·V: 4·s·h a layer, 4 passes
     compute_us = (8 * full + attention) * batch * seq / 64 / (0.4 * 989e12) * 1e6
     m, act = batch // dp, seq * h * 2               # 16 micro-batches of one sequence
