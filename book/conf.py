@@ -3,9 +3,20 @@
 The notebooks arrive executed (tools.build runs them with real engines and its own
 incremental stamps), so MyST-NB only renders them: nb_execution_mode = "off".
 Everything the pages load is on disk: they open from file:// with the network cut.
+
+Every page says at its top how to run the series (the theme's `announcement`) and has the
+runnable series' zip beside its own download (`article_header_end`: _templates/); tools.site
+stages run.md and writes the zip. Search results show a snippet from disk: Sphinx fetch()es
+a page to cut its snippet, which file:// refuses, so its summaries stay off and every page's
+text goes into one script, _static/series-search-texts.js (`_keep_text`, `_write_texts`),
+that series.js loads on the search page and cuts the snippets from.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from docutils import nodes
 from IPython.lib.lexers import IPython3Lexer
 from pygments.lexer import bygroups, inherit, using
 from pygments.token import Keyword, Operator, Text
@@ -31,7 +42,14 @@ html_copy_source = True                 # the download button's .ipynb
 html_show_sourcelink = False
 html_last_updated_fmt = None
 html_show_search_summary = False      # summaries are fetch()ed: refused from file://
+templates_path = ["_templates"]
+ARCHIVE = "nccl-notebooks.zip"         # tools.archive.NAME, at the site's root (tools.site)
+SEARCH_TEXTS = "series-search-texts.js"
 html_theme_options = {
+    "announcement": (f'A page\'s notebook needs the series\' helpers: <a href="{ARCHIVE}">'
+                     f'download the runnable series (.zip)</a> · <a href="run.html">run it '
+                     f'yourself</a>'),
+    "article_header_end": ["series-archive-button.html", "article-header-buttons.html"],
     "use_download_button": True,
     "use_fullscreen_button": False,
     "home_page_in_toc": True,
@@ -53,5 +71,34 @@ class PxLexer(IPython3Lexer):
                        inherit]}
 
 
+SKIPPED_TEXT = (nodes.raw, nodes.comment, nodes.substitution_definition)
+
+
+def _keep_text(app, pagename, templatename, context, doctree) -> None:
+    """The words a reader can find on the page: its text nodes, not raw HTML."""
+    if doctree is None:
+        return
+    words = (str(node) for node in doctree.findall(nodes.Text)
+             if not any(isinstance(up, SKIPPED_TEXT) for up in _ancestors(node)))
+    app.series_texts[pagename] = " ".join(" ".join(words).split())
+
+
+def _ancestors(node):
+    while node.parent is not None:
+        node = node.parent
+        yield node
+
+
+def _write_texts(app, exception) -> None:
+    if exception is None and app.builder.format == "html":
+        target = Path(app.outdir) / "_static" / SEARCH_TEXTS
+        target.write_text("window.SERIES_SEARCH_TEXTS = "
+                          + json.dumps(app.series_texts, ensure_ascii=False) + ";\n",
+                          encoding="utf-8")
+
+
 def setup(app):
     app.add_lexer("ipython3", PxLexer)
+    app.series_texts = {}
+    app.connect("html-page-context", _keep_text)
+    app.connect("build-finished", _write_texts)

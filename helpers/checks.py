@@ -106,9 +106,23 @@ class Report:
 
     __repr__ = __str__
 
+    def summary(self) -> str:
+        """One line for the whole check: "✓ 4/4 ranks: <title>" (a verdict per rank), else
+        "✓ 16/16 checks, 4 ranks: <title>"; ✗ when any verdict fails, ✎ when one waits."""
+        shown = [line for line in self._shown() if line.counted]
+        oks = [line.ok for line in shown]
+        ranks = {line.rank for line in shown if isinstance(line.rank, int)}
+        good = sum(ok is True for ok in oks)
+        sign = mark(False if False in oks else None if None in oks else True)
+        count = (f"{good}/{len(oks)} ranks" if len(ranks) == len(oks) else
+                 f"{good}/{len(oks)} checks" + (f", {len(ranks)} ranks" if ranks else ""))
+        return f"{sign} {count}: {self.title}" if self.title else f"{sign} {count}"
+
     def _repr_html_(self) -> str:
         """The lines as printed, coloured; each verdict's rank and ok in data- attributes
-        (and every verdict, hidden ones too, in the block's data-oks) for a reader's tools."""
+        (and every verdict, hidden ones too, in the block's data-oks) for a reader's tools.
+        A check whose two or more verdicts all pass folds its lines under `summary`; a
+        failing or waiting one shows them open."""
         colour = {True: "#1a7f37", False: "#cf222e", None: "#6e7781"}
         rows = []
         if self.title:
@@ -121,7 +135,12 @@ class Report:
                               f'data-ok="{json.dumps(line.ok)}" style="color:{colour[line.ok]}"')
             rows.append(f"<span{attributes}>{html.escape(str(line))}\n</span>")  # as printed
         oks = html.escape(json.dumps(self.oks))
-        return f'<pre class="nccl-report" data-oks="{oks}">' + "".join(rows) + "</pre>"
+        block = f'<pre class="nccl-report" data-oks="{oks}">' + "".join(rows) + "</pre>"
+        verdicts = [line for line in self._shown() if line.counted]
+        if len(verdicts) < 2 or not all(line.ok is True for line in verdicts):
+            return block
+        return (f'<details class="nccl-report-fold"><summary>{html.escape(self.summary())}'
+                f"</summary>{block}</details>")
 
 
 # --------------------------------------------------------------------------- exercises

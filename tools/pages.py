@@ -10,12 +10,16 @@ with what a reader should not meet first folded away.
 - torch's C++ log lines on the engines' stderr (`[rank0]:[E1201 … ProcessGroupGloo.cpp…]`,
   the errors the engines still log: helpers.runtime.launchers silences the warnings) are
   folded under one line that says how many there are.
+- A text table (columns aligned with spaces) keeps its lines whole, in a box that scrolls
+  sideways; any text output over LONG_LINES lines is folded under its first line and its
+  number of lines.
 The executed notebook itself is not changed: it stays the record of the run (and the
 page's download).
 """
 from __future__ import annotations
 
 import copy
+import html
 import re
 
 import nbformat
@@ -30,6 +34,8 @@ _ENGINE_BLOCK = re.compile(r"^\[stdout:(\d+)\] \n(.*?)(?=^\[stdout:\d+\] \n|\Z)"
                            flags=re.M | re.S)
 _ENGINE_HEADER = re.compile(r"^\[std(?:out|err):\d+\] $")
 _CPP_LOG = re.compile(r"^(?:\[rank\d+\]:)?\[[EWIF]\d{4} ")   # glog: [E1201 16:42:58.2 file:line]
+LONG_LINES = 12           # a text output longer than this is folded under its first line
+_COLUMNS = re.compile(r"\S {2,}\S.*\S {2,}\S")    # a row: two gaps of 2+ spaces
 
 
 def _tagged(cell: nbformat.NotebookNode, tag: str, prompts: dict[str, str]) -> None:
@@ -102,12 +108,68 @@ def fold_cpp_logs(nb: nbformat.NotebookNode) -> int:
         for i, out in enumerate(outputs):
             if out.get("output_type") == "stream" and out.get("name") == "stderr" \
                     and cpp_log(out["text"]):
-                n = sum(bool(_CPP_LOG.match(line)) for line in out["text"].splitlines())
+                # every line names its rank ("[rank0]:…"): the engine headers go
+                lines = [line for line in out["text"].splitlines()
+                         if line.strip() and not _ENGINE_HEADER.match(line)]
+                n, text = len(lines), "\n".join(lines) + "\n"
                 summary = f"torch's C++ log on the engines: {n} line{'s' * (n != 1)}"
                 outputs[i] = nbformat.v4.new_output("display_data", data={
-                    "text/plain": out["text"], "text/html": Folded(summary, out["text"]).html()})
+                    "text/plain": text, "text/html": Folded(summary, text).html()})
                 folded += 1
     return folded
+
+
+def shown_text(out: nbformat.NotebookNode) -> str | None:
+    """The text of an output a page shows as text: a stream, or a display with no HTML and
+    no image; else None."""
+    if out.get("output_type") == "stream":
+        text = out.get("text", "")
+    elif out.get("output_type") in ("display_data", "execute_result") and not any(
+            key in out.get("data", {}) for key in ("text/html", "image/png", "image/svg+xml")):
+        text = str(out.get("data", {}).get("text/plain", ""))
+    else:
+        return None
+    return text
+
+
+def is_text_table(text: str) -> bool:
+    """Three consecutive lines or more with columns: two gaps of 2+ spaces each."""
+    run = best = 0
+    for line in text.splitlines():
+        run = run + 1 if _COLUMNS.search(line) else 0
+        best = max(best, run)
+    return best >= 3
+
+
+def shape_text_outputs(nb: nbformat.NotebookNode) -> int:
+    """Text outputs as a page shows them; returns how many were changed.
+
+    A text table keeps its columns: one line per row in a box that scrolls sideways
+    (`<pre class="series-text-table">`, book/_static/series.css), where other outputs wrap.
+    A text output over LONG_LINES lines is folded under its first line (what the cell
+    prints first: a title or a header row) and its number of lines."""
+    changed = 0
+    for cell in nb.cells:
+        outputs = cell.get("outputs", []) if cell.cell_type == "code" else []
+        for i, out in enumerate(outputs):
+            text = shown_text(out)
+            if text is None:
+                continue
+            lines = text.rstrip("\n").splitlines()
+            table = is_text_table(text)
+            body = (f'<pre class="series-text-table">{html.escape(text, quote=False)}</pre>'
+                    if table else None)
+            if len(lines) > LONG_LINES:
+                first = next(line for line in lines if line.strip()).strip()
+                markup = Folded(f"{first} … ({len(lines)} lines)", text, body).html()
+            elif table:
+                markup = body
+            else:
+                continue
+            outputs[i] = nbformat.v4.new_output("display_data", data={
+                "text/plain": text, "text/html": markup})
+            changed += 1
+    return changed
 
 
 def as_page(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -116,4 +178,5 @@ def as_page(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     fold_exercises(page)
     quiet_engine_headers(page)
     fold_cpp_logs(page)
+    shape_text_outputs(page)
     return page

@@ -7,7 +7,11 @@ failed render leaves the old site whole. The theme gives the sidebar of the seri
 in-page contents, search that works from disk, dark mode, copy buttons and each page's
 download (the executed notebook, as it ran: see `_restore_downloads`). The instructor's kit
 (docs/kit/README.md) is one more page, linked from the index; the answer key beside it is
-never staged (`KIT_PAGE` is the only file of docs/kit/ that goes in).
+never staged (`KIT_PAGE` is the only file of docs/kit/ that goes in). "Run it yourself"
+(docs/run.md) is another, linked from the index and from the top of every page (book/conf.py),
+beside the runnable series' zip (tools.archive), which is written into the new site before
+it takes build/html's place. The index opens with "Start here": the kit's course paths, read
+from its "Course paths" section (`course_paths`).
 """
 from __future__ import annotations
 
@@ -24,10 +28,13 @@ from pathlib import Path
 import nbformat
 
 from helpers.paths import REPO_ROOT
+from tools.archive import NAME as ARCHIVE_NAME, write_archive
 
 BOOK_DIR = REPO_ROOT / "book"
 KIT_PAGE = REPO_ROOT / "docs" / "kit" / "README.md"   # the kit's page; never answers.md
 KIT_STEM = "kit"
+RUN_PAGE = REPO_ROOT / "docs" / "run.md"
+RUN_STEM = "run"
 TITLE = "NCCL collectives, rank by rank"
 LEAD = ("One notebook per collective, then the parallelism built from them: the scheme "
         "beside what every rank really held, checked against a NumPy model.")
@@ -67,26 +74,117 @@ def _plain(markdown: str) -> str:
     return " ".join(markdown.replace("`", "").replace("*", "").split()).rstrip(";.")
 
 
+def first_sentence(text: str) -> str:
+    """The first sentence of `text`, ended by a full stop (a card shows it whole)."""
+    sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z(])", text.strip(), maxsplit=1)[0]
+    sentence = sentence.rstrip(";:,. ")
+    return sentence if sentence.endswith(("!", "?")) else sentence + "."
+
+
 def notebook_summary(nb: nbformat.NotebookNode, stem: str) -> tuple[str, str]:
-    """(title, one-line summary): the '# ' heading (else `stem`) and the first 'What you will
-    learn' item."""
+    """(title, summary): the '# ' heading (else `stem`) and the first sentence of the first
+    'What you will learn' item ("" without one)."""
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     title = re.search(r"^# (.+)$", text, flags=re.M)
     learn = re.search(r"What you will learn\**\s*\n- (.+?)(?:\n- |\n\n|$)", text, flags=re.S)
     summary = learn.group(1).strip() if learn else ""
     if summary[:1].isalpha():          # "what …" -> "What …", never "`dist…`" -> "Dist…"
         summary = summary[:1].upper() + summary[1:]
-    return (_plain(title.group(1)) if title else stem, _plain(summary))
+    summary = _plain(summary)
+    return (_plain(title.group(1)) if title else stem,
+            first_sentence(summary) if summary else "")
+
+
+@dataclass(frozen=True)
+class CoursePath:
+    """A course path of the kit: its name, its first sentence, its notebooks (two-digit
+    numbers) by part: one part without a label, or one per day ("day 1", ...)."""
+
+    name: str
+    sentence: str
+    parts: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def _numbers(text: str) -> tuple[str, ...]:
+    """The notebooks a piece of the kit names, in order: "05", "00 to 09"; what stands in
+    parentheses (asides: "after 10 and 11") is left out."""
+    text = re.sub(r"\([^()]*\)", "", text)
+    found: list[str] = []
+    for first, last in re.findall(r"\b(\d{2})\b(?:\s+to\s+(\d{2})\b)?", text):
+        for number in range(int(first), int(last or first) + 1):
+            if f"{number:02d}" not in found:
+                found.append(f"{number:02d}")
+    return tuple(found)
+
+
+def course_paths(kit_text: str) -> list[CoursePath]:
+    """The course paths of the kit's "## Course paths" section: each paragraph that opens
+    with a bold name, and the "- day N ...: notebooks" items that follow it."""
+    section = re.search(r"^## Course paths\n(.*?)(?=^## |\Z)", kit_text, flags=re.M | re.S)
+    paths: list[CoursePath] = []
+    for block in re.split(r"\n\s*\n", section.group(1) if section else ""):
+        block = " ".join(block.split())
+        if opened := re.match(r"\*\*(.+?)\*\*[.,:]?\s*(.*)", block):
+            rest = opened.group(2)
+            numbers = _numbers(first_sentence(rest))
+            # the sentence without the list it opens with: the links below show the list
+            said = re.sub(r"^(?:\d{2}(?:,\s*|\s+and\s+|\s+to\s+))*\d{2},?\s*", "", rest)
+            sentence = first_sentence(said[:1].upper() + said[1:])
+            parts = (("", numbers),) if numbers else ()
+            paths.append(CoursePath(opened.group(1).rstrip(".,:"), sentence, parts))
+        elif paths and block.startswith("- "):
+            days = tuple((re.match(r"([^,:]+)", item).group(1).strip(), _numbers(item))
+                         for item in re.split(r"(?:^|\s)- ", block) if item.strip())
+            path = paths[-1]
+            paths[-1] = CoursePath(path.name, path.sentence, path.parts + days)
+    return paths
+
+
+def _start_here(paths: list[CoursePath], titles: dict[str, str], kit: bool, run: bool) -> str:
+    """The index's "Start here": how to run the series, then the kit's course paths, each
+    notebook a link to its page (where it has one)."""
+    pages = {stem[:2]: stem for stem in titles}
+    lines = ["## Start here\n"]
+    if run:
+        lines.append(f"New here? [Run it yourself]({RUN_STEM}.md): what you need, the runnable "
+                     f"series to download, and which hardware gives NCCL.\n")
+    if not paths:
+        return "\n".join(lines)
+    where = f'the <a href="{KIT_STEM}.html#course-paths">instructor\'s kit</a>' if kit \
+        else "the instructor's kit"
+    lines.append(f'<p class="series-paths-lead">Three ways through the series, from {where}'
+                 f'; or pick any card below.</p>' if len(paths) == 3 else
+                 f'<p class="series-paths-lead">The course paths of {where}.</p>')
+    html_paths = []
+    for path in paths:
+        rows = []
+        for label, numbers in path.parts:
+            links = " ".join(
+                f'<a href="{pages[n]}.html" title="{html.escape(titles[pages[n]])}">{n}</a>'
+                if n in pages else f"<span>{n}</span>" for n in numbers)
+            head = f'<span class="series-path-day">{html.escape(label)}</span> ' if label else ""
+            rows.append(f'<p class="series-path-notebooks">{head}{links}</p>')
+        sentence = html.escape(path.sentence)
+        sentence = re.sub(r"`([^`]+)`", r"<code>\1</code>", sentence)
+        html_paths.append(f'<div class="series-path"><p class="series-path-name">'
+                          f'{html.escape(path.name)}</p><p class="series-path-text">{sentence}'
+                          f'</p>{"".join(rows)}</div>')
+    lines.append(f'<div class="series-paths">{"".join(html_paths)}</div>\n')
+    return "\n".join(lines)
 
 
 def index_page(entries: list[Entry], summaries: dict[str, str], thumbs: set[str],
-               stamp: str, kit: bool = False) -> str:
-    """index.md: a card per notebook under its group's heading, the hidden toctrees (one
-    per group) that make the sidebar, and a link to the instructor's kit if it is staged."""
+               stamp: str, kit: bool = False, paths: list[CoursePath] | None = None,
+               run: bool = False) -> str:
+    """index.md: "Start here" (the run page if staged, the kit's course paths), a card per
+    notebook under its group's heading, the hidden toctrees (one per group) that make the
+    sidebar, and a link to the instructor's kit if it is staged."""
     parts = [f"# {TITLE}\n\n{LEAD}\n"]
     if kit:
         parts.append(f"Teaching this? The [instructor's kit]({KIT_STEM}.md): course paths, "
                      f"minutes, difficulty, learning outcomes.\n")
+    if run or paths:
+        parts.append(_start_here(paths or [], {e.stem: e.title for e in entries}, kit, run))
     for group, members in grouped(entries):
         cards = []
         for entry in members:
@@ -110,13 +208,20 @@ def kit_page(source: Path) -> str:
     return "---\norphan: true\n---\n\n" + source.read_text(encoding="utf-8")
 
 
+def run_page(source: Path) -> str:
+    """The "Run it yourself" page: outside the sidebar's toctrees, linked from every page."""
+    return "---\norphan: true\n---\n\n" + source.read_text(encoding="utf-8")
+
+
 def _stage(executed: list[Path], src: Path, thumbs_dir: Path, stamp: str,
-           kit_source: Path | None = None) -> list[Entry]:
+           kit_source: Path | None = None, run_source: Path | None = None) -> list[Entry]:
     """Write the book's sources into src: book/, a page per executed notebook, the kit's
-    page (kit_source, default KIT_PAGE, if it exists) and the index."""
+    page (kit_source, default KIT_PAGE, if it exists), the run page (run_source, default
+    RUN_PAGE, if it exists) and the index."""
     from tools.pages import as_page
 
     kit_source = KIT_PAGE if kit_source is None else kit_source
+    run_source = RUN_PAGE if run_source is None else run_source
     shutil.copytree(BOOK_DIR, src, ignore=shutil.ignore_patterns("__pycache__"))
     entries, summaries, thumbs = [], {}, set()
     for path in executed:
@@ -130,10 +235,15 @@ def _stage(executed: list[Path], src: Path, thumbs_dir: Path, stamp: str,
             (src / "_static" / "thumbs").mkdir(parents=True, exist_ok=True)
             shutil.copy2(thumb, src / "_static" / "thumbs" / thumb.name)
             thumbs.add(path.stem)
+    paths = []
     if kit_source.is_file():
         (src / f"{KIT_STEM}.md").write_text(kit_page(kit_source), encoding="utf-8")
+        paths = course_paths(kit_source.read_text(encoding="utf-8"))
+    if run_source.is_file():
+        (src / f"{RUN_STEM}.md").write_text(run_page(run_source), encoding="utf-8")
     (src / "index.md").write_text(index_page(entries, summaries, thumbs, stamp,
-                                             kit=kit_source.is_file()), encoding="utf-8")
+                                             kit=kit_source.is_file(), paths=paths,
+                                             run=run_source.is_file()), encoding="utf-8")
     return entries
 
 
@@ -164,6 +274,7 @@ def render(executed: list[Path], html_dir: Path, thumbs_dir: Path, stamp: str,
         if run.stderr.strip():
             print(run.stderr.strip()[-2000:], file=sys.stderr)
         _restore_downloads(executed, out)
+        write_archive(out / ARCHIVE_NAME)
         for page in out.rglob("*"):        # readable by others, like the rest of build/
             page.chmod(0o755 if page.is_dir() else 0o644)
         old = Path(tmp) / "old"

@@ -16,6 +16,7 @@ from helpers.bench.nccl_tests import nccl_tests_table
 from helpers.collectives.registry import BENCHMARKED
 from helpers.checks import Report
 from helpers.bench.wire import agrees
+from helpers.figures.column import COLUMN_IN
 from helpers.runtime.folded import Folded, FoldedList
 
 Row = Mapping[str, Any]
@@ -248,9 +249,9 @@ def plot_traffic(rows: Sequence[Row], size: int, title: str | None = None) -> Fi
     if not shown:
         raise ValueError(f"no measured point at {size} bytes (on NCCL nothing is measured)")
     n = shown[0]["world_size"]
-    cols = min(4, len(shown))
+    cols = min(2, len(shown))               # two a row: the page's column, shown unscaled
     grid_rows = math.ceil(len(shown) / cols)
-    fig, axes = plt.subplots(grid_rows, cols, figsize=(3.4 * cols, 3.3 * grid_rows + 0.6),
+    fig, axes = plt.subplots(grid_rows, cols, figsize=(COLUMN_IN, 3.2 * grid_rows + 0.8),
                              dpi=100, squeeze=False)
     for ax in axes.flat[len(shown):]:
         ax.set_visible(False)
@@ -272,8 +273,8 @@ def plot_traffic(rows: Sequence[Row], size: int, title: str | None = None) -> Fi
         ax.set_xlabel("to rank")
         ax.set_ylabel("from rank")
     fig.suptitle(title or f"bytes each rank wrote to each rank, in units of S = "
-                 f"{size_label(size)} · {n} ranks · {shown[0]['backend']} (measured)",
-                 fontsize=12)
+                 f"{size_label(size)}\n{n} ranks · {shown[0]['backend']} (measured)",
+                 fontsize=11)
     fig.tight_layout()
     plt.close(fig)
     return fig

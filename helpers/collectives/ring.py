@@ -24,6 +24,7 @@ import numpy as np
 
 from helpers.formatting import format_value
 from helpers.checks import Report, mark
+from helpers.figures.column import COLUMN_IN
 
 PHASES = ("reduce-scatter", "all-gather")
 SHORT = {"start": "start", "reduce-scatter": "RS", "all-gather": "AG"}
@@ -31,6 +32,8 @@ SHORT = {"start": "start", "reduce-scatter": "RS", "all-gather": "AG"}
 OWN_FACE = "#f4f4f4"        # a chunk holding one rank's data
 FULL_FACE = "#3f9f4f"       # a chunk holding the sum over all ranks
 WRONG_EDGE = "#d62728"
+CELL_PT = 7.0               # a chunk's value: 9.7 px on the page
+WIDEST_IN = 13.0            # plot_ring's widest figure (many ranks)
 
 
 def send_chunk(phase: str, k: int, rank: int, n: int) -> int:
@@ -221,14 +224,16 @@ def chunk_face(count: int, n: int) -> str:
 
 
 def plot_ring(trace: RingTrace, measured: Any = None, phase: str | None = None,
-              title: str | None = None, max_width_in: float = 13.0):
+              title: str | None = None, max_width_in: float = COLUMN_IN):
     """Small multiples: one row per step, one column per rank, one cell per chunk.
 
     Cells show the measured values (the model's when `measured` is None) and are
     coloured by how many ranks' data the chunk holds in the model (green: summed
     over all ranks). The chunk received at a step has a thick outline; a value that
     differs from the model is framed in red. Fewer measured states than the model
-    has (an unfinished exercise) draws those and says so. Axes carry gid
+    has (an unfinished exercise) draws those and says so. The figure is at most
+    `max_width_in` wide (the page's column: shown unscaled) while its cells' text can stay
+    at CELL_PT or more; beyond that (5+ ranks) it grows, up to WIDEST_IN. Axes carry gid
     "step<i>:rank<r>", cells "step<i>:rank<r>:chunk<c>=<text>".
     """
     import matplotlib.pyplot as plt
@@ -252,14 +257,19 @@ def plot_ring(trace: RingTrace, measured: Any = None, phase: str | None = None,
     shown = shown.reshape(len(steps), n, n, -1)
     expected = expected.reshape(len(steps), n, n, -1)
 
-    label_w, gap, top, bottom, margin = 1.75, 0.3, 1.05, 0.2, 0.25
-    cell = min(0.5, (max_width_in - label_w - margin - (n - 1) * gap) / (n * n))
-    row_h, row_gap = cell, 0.12
-    fs = max(5.0, 20.0 * cell)
+    label_w, gap, top, bottom, margin = 1.75, 0.3, 1.2, 0.2, 0.25
     texts = [chunk_text(shown[i, r, c]) for i in range(len(steps))
              for r in range(n) for c in range(n)]
-    fs = min(fs, 10.0, 72 * cell / max(0.62 * max(map(len, texts)), 1.8))
-    width = max(label_w + n * n * cell + (n - 1) * gap + margin, 8.8)   # room for the legend
+    longest = max(0.62 * max(map(len, texts)), 1.8)        # the widest text, in em
+    def fit(width_in: float) -> float:         # the cell that makes the figure this wide
+        return (width_in - label_w - margin - (n - 1) * gap) / (n * n)
+
+    # the cell the column allows, but not one too small for its text at CELL_PT unless
+    # that is wider than WIDEST_IN (7+ ranks: such a figure does not read at 1280 px)
+    cell = min(0.5, max(fit(max_width_in), min((CELL_PT * longest + 2) / 72, fit(WIDEST_IN))))
+    row_h, row_gap = cell, 0.12
+    fs = min(max(CELL_PT, 20.0 * cell), 10.0, 72 * cell / longest)
+    width = label_w + n * n * cell + (n - 1) * gap + margin
     height = top + len(steps) * (row_h + row_gap) + 0.25 * (phase is None and n > 1) + bottom
     fig = plt.figure(figsize=(width, height), dpi=100)
     fig.patch.set_facecolor("white")
@@ -267,10 +277,10 @@ def plot_ring(trace: RingTrace, measured: Any = None, phase: str | None = None,
                          (f"{phase} phase" if phase else "reduce-scatter, then all-gather"))) + missing
     fig.text(0.15 / width, 1 - 0.28 / height, heading, fontsize=13, fontweight="bold",
              ha="left", va="center")
-    fig.text(0.15 / width, 1 - 0.55 / height,
-             "one cell per chunk · grey: one rank's data · blue: partial sums · green: summed "
-             "over all ranks · thick outline: received at this step", fontsize=8.5,
-             color="#555555", ha="left", va="center")
+    fig.text(0.15 / width, 1 - 0.45 / height,
+             "one cell per chunk · grey: one rank's data · blue: partial sums\n"
+             "green: summed over all ranks · thick outline: received at this step",
+             fontsize=8.5, color="#555555", ha="left", va="top")
 
     y = top
     for i, step in enumerate(steps):

@@ -108,9 +108,11 @@ def show_animation(anim: FuncAnimation, fps: int = FPS) -> StepAnimation:
     css_width = round(min(width_in, CONTENT_WIDTH_IN) * CSS_PX_PER_INCH)
     css_height = round(css_width * height_in / width_in)
     dpi = PIXEL_DENSITY * css_width / width_in
-    sources, total = [], 0
+    sources, total, audits = [], 0, []
     for i in range(count):
         anim.draw_frame(i)
+        if i in (0, count - 1):     # the states at rest (pieces in flight sit on nothing)
+            audits.append(_frame_audit(fig, css_width))
         png = frame_png(fig, dpi)
         total += len(png) * 4 / 3
         if total > EMBED_LIMIT_MB * 2 ** 20:
@@ -123,8 +125,26 @@ def show_animation(anim: FuncAnimation, fps: int = FPS) -> StepAnimation:
     anim.event_source = None            # nothing left to play outside the page
     uid = hashlib.sha1("".join(sources).encode()).hexdigest()[:10]
     page = player_html(sources, f"nccl-anim-{uid}-{next(_players)}", css_width, css_height,
-                       last, title, 1000 // fps)
+                       last, title, 1000 // fps, audit=_worst(audits))
     return StepAnimation(page, count, title)
+
+
+def _frame_audit(fig: Figure, css_width: int) -> dict[str, Any]:
+    """The frame drawn now as the page shows it: css_width px, up to the column."""
+    from helpers.figures.audit import COLUMN_PX, audit_at
+
+    shown = min(css_width, COLUMN_PX)
+    result = audit_at(fig, shown / (fig.get_figwidth() * fig.dpi), png_width_px=css_width,
+                      scale=shown / css_width)
+    return result.as_metadata()
+
+
+def _worst(audits: list[dict[str, Any]]) -> dict[str, Any]:
+    """One audit for the frames audited: the smallest text, every spill and legend."""
+    worst = dict(min(audits, key=lambda a: a["min_text_px"]))
+    for key in ("spills", "legend_over_data"):
+        worst[key] = list(dict.fromkeys(x for a in audits for x in a[key]))
+    return worst
 
 
 _BUTTON = ("display:inline-flex;align-items:center;gap:4px;padding:2px 8px;font:inherit;"
@@ -146,9 +166,11 @@ def _icons(label: str) -> str:
 
 
 def player_html(sources: list[str], uid: str, css_width: int, css_height: int,
-                last_frame: Any, title: str, interval_ms: int) -> str:
+                last_frame: Any, title: str, interval_ms: int,
+                audit: dict[str, Any] | None = None) -> str:
     """The player's markup: the last frame as the poster, the controls, the other frames
-    (JSON) and its script. Without the script (an untrusted notebook) the poster stays."""
+    (JSON) and its script. Without the script (an untrusted notebook) the poster stays.
+    `audit` (helpers.figures.audit, as metadata) goes in data-figure-audit."""
     count = len(sources)
     buttons = "".join(
         f'<button type="button" data-action="{action}" aria-label="{name}" title="{name}" '
@@ -157,11 +179,13 @@ def player_html(sources: list[str], uid: str, css_width: int, css_height: int,
               .replace('"__PLAY__"', json.dumps(_icons("{play} play")))
               .replace('"__PAUSE__"', json.dumps(_icons("{pause} pause")))
               .replace("</", "<\\/"))      # never closes its <script> early
+    audit_attr = ("" if audit is None else
+                  f'data-figure-audit="{html.escape(json.dumps(audit), quote=True)}" ')
     return (
         f'<div class="nccl-animation step-animation" id="{uid}" data-frames="{count}" '
         f'data-frame="{count - 1}" data-interval="{interval_ms}" '
         f'data-last-frame="{html.escape(json.dumps(last_frame), quote=True)}" '
-        f'style="max-width:100%;margin:0.4em 0">'
+        f'{audit_attr}style="max-width:100%;margin:0.4em 0">'
         f'<img class="nccl-animation-frame" src="{sources[-1]}" width="{css_width}" '
         f'height="{css_height}" alt="{html.escape(title, quote=True)}" '
         f'style="display:block;width:{css_width}px;max-width:100%;height:auto">'

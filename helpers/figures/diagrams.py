@@ -221,13 +221,31 @@ def diagram_markdown(diagram: Diagram) -> str:
     return text
 
 
+def _audit_metadata(diagram: Diagram) -> dict[str, Any]:
+    """Our own drawing's audit (helpers.figures.audit) as the PNG output's metadata: the
+    figure redrawn as `make images` drew it, measured at the PNG's width. An upstream image
+    is not ours to measure: none."""
+    if diagram.source != "local":
+        return {}
+    import matplotlib.pyplot as plt
+
+    from helpers.figures.audit import METADATA_KEY, audit
+    from helpers.figures.drawings import draw_collective
+
+    fig = draw_collective(diagram.collective)     # write_images' world size
+    try:
+        return {METADATA_KEY: audit(fig, png=diagram.png).as_metadata()}
+    finally:
+        plt.close(fig)
+
+
 class DiagramDisplay:
     """Shows the PNG (embedded, not linked) and the credit line in a notebook."""
 
     def __init__(self, diagram: Diagram):
         from IPython.display import Image, Markdown
         self.diagram = diagram
-        self.image = Image(data=diagram.png, format="png")
+        self.image = Image(data=diagram.png, format="png", metadata=_audit_metadata(diagram))
         self.credit = Markdown(diagram_markdown(diagram))
 
     def _ipython_display_(self) -> None:

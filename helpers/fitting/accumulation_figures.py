@@ -146,11 +146,14 @@ def plot_recompute(costs: Sequence[dict[str, dict[str, Any]]]) -> Figure:
 
 def plot_compression(losses: dict[str, Sequence[float]],
                      rel_errors: Sequence[dict[str, float]]) -> Figure:
-    """Left: the loss over steps of each hook (mean over ranks = the whole batch's);
-    right: each rank's relative error of the gradient against the exact one, per hook."""
-    fig = _figure(8, 3.8)
-    left = fig.add_axes([0.08, 0.15, 0.33, 0.72])
-    right = fig.add_axes([0.68, 0.15, 0.2, 0.72])
+    """Left: the loss over steps of each hook (mean over ranks = the whole batch's), its
+    key under it; right: each rank's relative error of the gradient against the exact one,
+    per hook (bars from the axis' left end: a log axis has no zero)."""
+    import math
+
+    fig = _figure(7.9, 4.9)
+    left = fig.add_axes([0.09, 0.45, 0.33, 0.47])
+    right = fig.add_axes([0.68, 0.12, 0.2, 0.8])
     styles = ["-", "--", ":", "-.", (0, (3, 1, 1, 1)), (0, (5, 2)), (0, (1, 2))]
     for i, (hook, curve) in enumerate(losses.items()):
         left.plot(range(len(curve)), curve, linestyle=styles[i % len(styles)], marker="o",
@@ -158,17 +161,21 @@ def plot_compression(losses: dict[str, Sequence[float]],
     left.set_xlabel("step")
     left.set_ylabel("loss (whole batch)")
     left.set_title("training loss", fontsize=10)
-    left.legend(fontsize=7, frameon=False, loc="lower left")
+    left.legend(fontsize=7.5, frameon=False, loc="upper left", bbox_to_anchor=(-0.2, -0.2),
+                ncol=2 if len(losses) > 4 else 1)
     hooks = list(rel_errors[0])
+    shown = [[max(errs[h], 1e-17) for h in hooks] for errs in rel_errors]
+    floor = 10.0 ** (math.floor(math.log10(min(map(min, shown)))) - 1)
     width = 0.8 / len(rel_errors)
-    for rank, errs in enumerate(rel_errors):
+    for rank, values in enumerate(shown):
         ys = [i + (rank - (len(rel_errors) - 1) / 2) * width for i in range(len(hooks))]
-        right.barh(ys, [max(errs[h], 1e-17) for h in hooks], width, color=rank_colour(rank),
-                   label=f"rank {rank}")
+        right.barh(ys, [v - floor for v in values], width, left=floor,
+                   color=rank_colour(rank), label=f"rank {rank}")
     right.set_xscale("log")
-    right.set_yticks(range(len(hooks)), hooks, fontsize=7)
+    right.set_xlim(left=floor)
+    right.set_yticks(range(len(hooks)), hooks, fontsize=7.5)
     right.invert_yaxis()
     right.set_xlabel("‖g − g_exact‖ / ‖g_exact‖")
     right.set_title("gradient error, per rank", fontsize=10)
-    right.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    right.legend(fontsize=7.5, frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig

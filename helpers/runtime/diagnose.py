@@ -122,7 +122,7 @@ def _ranks(ranks: list[int]) -> str:
 
 
 # What a rank that only waited or lost its peer says: another rank's error explains more.
-_SECONDARY = {_DIED, "a peer rank went away (it died or gave up waiting)",
+SECONDARY = {_DIED, "a peer rank went away (it died or gave up waiting)",
               "it waited the whole collective timeout for its peers"}
 
 
@@ -131,12 +131,17 @@ def first_to_read(diagnosis: dict, tracebacks: dict[int, str]) -> int:
     wait for its peers, time out or die, else the first with a traceback."""
     with_text = [f["rank"] for f in diagnosis["failed"] if tracebacks.get(f["rank"])]
     primary = [f["rank"] for f in diagnosis["failed"]
-               if f["meaning"] not in _SECONDARY and f["rank"] in with_text]
+               if f["meaning"] not in SECONDARY and f["rank"] in with_text]
     return (primary or with_text or [diagnosis["failed"][0]["rank"]])[0]
 
 
 def rank_traceback(rank: int, ename: str, evalue: Any, tb: str) -> list[str]:
-    """One rank's traceback as shown: a header line, its own frames, the message."""
+    """One rank's traceback as shown: a header line, its own frames, the message. A rank
+    whose engine died has no traceback of its own: ipyparallel's EngineError is raised in
+    the client (its frames, a task id), so one line says what happened instead."""
+    if ename == "EngineError":
+        return [f"rank {rank} · its engine process ended while running the cell: no "
+                f"traceback (the process is gone)"]
     lines = short_traceback(tb) if tb.strip() else [f"{ename}: {evalue}"]
     return [f"rank {rank} · {ename} (most recent call last):", *lines]
 

@@ -35,6 +35,7 @@ from helpers.runtime import forkserver
 from helpers.runtime.disposable_rank import COLD_START, PRELOAD, RESULT_MARK
 from helpers.runtime.launchers import local_engine_env
 from helpers.runtime.rendezvous import listening_socket
+from helpers.runtime.tracebacks import without_machine_paths
 
 _ROOT = str(Path(__file__).resolve().parents[2])   # the folder that holds helpers/
 RANKS = forkserver.Kind(PRELOAD, "helpers.runtime.disposable_rank:forked", zygote=True)
@@ -82,7 +83,10 @@ class RankOutcome:
             return f"rank {self.rank}: raised after {self.seconds:.2f} s: {_short(self.error)}"
         if self.returncode == 0 and self.seconds is not None:
             return f"rank {self.rank}: returned {self.result!r} after {self.seconds:.2f} s"
-        return f"rank {self.rank}: exit code {self.returncode}: {self.stderr[-300:]}"
+        # the last line it wrote (a traceback's ends with the error), without machine paths
+        last = next((line for line in reversed(self.stderr.splitlines()) if line.strip()), "")
+        return (f"rank {self.rank}: exit code {self.returncode}: "
+                f"{_short(without_machine_paths(last.strip()))}")
 
 
 def _short(text: str, keep: int = 110) -> str:

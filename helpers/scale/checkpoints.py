@@ -123,6 +123,34 @@ def rows_held(model: nn.Module) -> dict[str, tuple[int, int]]:
     return held
 
 
+def shard_bytes(model_sd: dict[str, Any], optim_sd: dict[str, Any]) -> int:
+    """Bytes of the tensors this rank holds in two sharded state dicts (get_state_dict):
+    its shards of the parameters and of Adam's `exp_avg` and `exp_avg_sq`; Adam's `step`,
+    a scalar every rank keeps whole, is left out."""
+    params = sum(t.to_local().numel() * t.element_size() for t in model_sd.values())
+    return params + sum(v.to_local().numel() * v.element_size()
+                        for state in optim_sd["state"].values() for v in state.values()
+                        if v.dim())
+
+
+def run_on_ranks(cluster: Any, code: str) -> dict | None:
+    """Run `code` on every rank and wait, as a `%%px` cell does. When a rank fails or its
+    engine dies, print what happened, by rank (helpers.runtime.diagnose, the summary a
+    failed `%%px` cell shows), and return that diagnosis instead of raising ipyparallel's
+    error, whose text names engines and tasks, not ranks. None when every rank finished."""
+    from ipyparallel.error import CompositeError, RemoteError
+
+    from helpers.runtime.diagnose import describe_diagnosis, diagnose
+
+    try:
+        cluster.run(code)
+    except (CompositeError, RemoteError) as error:
+        diagnosis = diagnose(error, {info.engine_id: info.rank for info in cluster.ranks})
+        print(describe_diagnosis(diagnosis))
+        return diagnosis
+    return None
+
+
 def full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
     """Every tensor of the model and of Adam, whole, on every rank (DCP's get_state_dict
     with full_state_dict=True gathers the shards): {"model/0.weight": ...,

@@ -12,7 +12,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from helpers.figures.column import COLUMN_IN
 from helpers.training.toy import D_IN, D_OUT, DTYPE
+
+WIDTH_IN = COLUMN_IN            # the page's column at dpi 100: shown unscaled
+LEGEND_PT, LEGEND_ROW_IN = 8.5, 0.24
 
 
 def make_deep_mlp(depth: int = 6, width: int = 32, seed: int = 0,
@@ -68,20 +72,30 @@ def plot_grads(before: Sequence[Mapping[str, torch.Tensor]],
     reference's gradients."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH_IN, 3.6), sharey=True)
     for rank, (b, a) in enumerate(zip(before, after)):
         axes[0].plot(_flattened(b), lw=1, alpha=0.8, label=f"rank {rank}")
         axes[1].plot(_flattened(a), lw=4 - 0.6 * rank, alpha=0.6, label=f"rank {rank}")
     axes[1].plot(_flattened(reference), "k:", lw=1.2, label="reference")
-    axes[0].set_title("before the all_reduce: each rank's own shard")
-    axes[1].set_title("after all_reduce / world_size: one gradient")
+    axes[0].set_title("before the all_reduce:\neach rank's own shard", fontsize=10)
+    axes[1].set_title("after all_reduce / world_size:\none gradient", fontsize=10)
     for ax in axes:
-        ax.set_xlabel("gradient element (all parameters, flattened)")
-        ax.legend(fontsize=8)
-    fig.suptitle(title or "gradients of step 1, per rank")
-    fig.tight_layout()
+        ax.set_xlabel("gradient element\n(all parameters, flattened)")
+    fig.suptitle(title or "gradients of step 1, per rank", fontsize=11)
+    _legend_below(fig, *axes[1].get_legend_handles_labels())
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
+
+
+def _legend_below(fig, handles: Sequence, labels: Sequence[str]) -> None:
+    """The legend under the panels (five entries a row), off the data: the figure grows by
+    its rows. Call it after the suptitle: its tight_layout makes room for both."""
+    ncol = min(5, len(labels))
+    rows = -(-len(labels) // ncol)
+    fig.set_figheight(fig.get_figheight() + rows * LEGEND_ROW_IN)
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=LEGEND_PT,
+               frameon=False)
+    fig.tight_layout(rect=(0, (rows * LEGEND_ROW_IN + 0.1) / fig.get_figheight(), 1, 1))
 
 
 def plot_buckets(results: Sequence[Sequence[dict]], title: str = ""):
@@ -94,7 +108,7 @@ def plot_buckets(results: Sequence[Sequence[dict]], title: str = ""):
     panels = (("calls_per_step", "all_reduce calls per step"),
               ("measured_per_step", "bytes per step per rank"),
               ("ms_per_step", "ms per step (median)"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(15, 3.8))
+    fig, axes = plt.subplots(1, len(panels), figsize=(WIDTH_IN, 3.6))
     width = 0.8 / len(results)
     for rank, rows in enumerate(results):
         pos = np.arange(len(labels)) + rank * width
@@ -104,16 +118,19 @@ def plot_buckets(results: Sequence[Sequence[dict]], title: str = ""):
     axes[1].plot(np.arange(len(labels)) + 0.4 - width / 2,
                  [r["model_per_step"] for r in results[0]], "k--", marker="_", ms=20,
                  label="ring model (NCCL)")
-    if results[0][0]["measured_per_step"] is not None:
-        axes[1].set_title("measured here (gloo) vs the ring model", fontsize=9)
     for ax, (_, what) in zip(axes, panels):
-        ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, fontsize=8)
+        ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, fontsize=8,
+                      rotation=30, ha="right")
+        ax.tick_params(axis="y", labelsize=8)
         ax.set_xlabel("bucket size")
-        ax.set_ylabel(what)
-        ax.set_ylim(0, 1.4 * ax.get_ylim()[1])       # room for the legend above the bars
-        ax.legend(fontsize=7, ncol=3, loc="upper center")
-    fig.suptitle(title or "bucketing: fewer, larger all_reduce calls")
-    fig.tight_layout()
+        ax.set_title(what, fontsize=9)
+    if results[0][0]["measured_per_step"] is not None:
+        axes[1].set_title("bytes per step per rank:\nmeasured here (gloo) vs the ring model",
+                          fontsize=9)
+    handles, names = axes[0].get_legend_handles_labels()       # the ranks, then the model
+    handles.append(axes[1].lines[-1])
+    fig.suptitle(title or "bucketing: fewer, larger all_reduce calls", fontsize=11)
+    _legend_below(fig, handles, [*names, "ring model (NCCL)"])
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
 

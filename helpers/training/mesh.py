@@ -12,7 +12,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from helpers.bench.wire import peer_matrix
+from helpers.figures.column import COLUMN_IN
 
+CELL_PT = 8.0       # a value in a cell: 11 px on the page
 PHASES = ("input", "reduce_scatter in rows", "all_reduce across rows", "all_gather in rows")
 
 
@@ -126,29 +128,37 @@ def plot_mesh(shape: tuple[int, int], coordinates: Sequence[Sequence[int]],
 
 def plot_phases(states: Sequence[dict[str, Sequence[float]]], shape: tuple[int, int],
                 title: str = ""):
-    """One panel per phase: a rank per row, the tensor's positions across (shards in place)."""
+    """One panel per phase, two a row: a rank per row, the tensor's positions across
+    (shards in place)."""
     import matplotlib.pyplot as plt
 
     rows, cols = shape
     n = rows * cols
     length = len(states[0]["input"])
     chunk = length // cols
-    fig, axes = plt.subplots(1, len(PHASES), figsize=(3.4 * len(PHASES), 0.55 * n + 1.6))
-    for ax, phase in zip(axes, PHASES):
+    grid_rows = -(-len(PHASES) // 2)
+    fig, axes = plt.subplots(grid_rows, 2, squeeze=False,
+                             figsize=(COLUMN_IN, grid_rows * (0.32 * n + 1.0) + 0.5))
+    for ax, phase in zip(axes.flat, PHASES):
         grid = np.full((n, length), np.nan)
         for rank, state in enumerate(states):
             values = np.asarray(state[phase], dtype=float)
             start = 0 if len(values) == length else (rank % cols) * chunk
             grid[rank, start:start + len(values)] = values
-        ax.imshow(grid, cmap="viridis", aspect="auto")
+        image = ax.imshow(grid, cmap="viridis", aspect="auto")
         for (r, i), v in np.ndenumerate(grid):
-            if not np.isnan(v):
-                ax.text(i, r, f"{v:g}", ha="center", va="center", fontsize=7, color="white")
+            if not np.isnan(v):                  # dark text on viridis' light end
+                light = image.norm(v) > 0.6
+                ax.text(i, r, f"{v:g}", ha="center", va="center", fontsize=CELL_PT,
+                        color="black" if light else "white")
         ax.set_title(phase, fontsize=10)
         ax.set_yticks(range(n), [f"rank {r}" for r in range(n)])
         ax.set_xticks(range(length))
         ax.set_xlabel("element")
-    fig.suptitle(title or "hierarchical all_reduce: what every rank holds after each phase")
+    for ax in axes.flat[len(PHASES):]:
+        ax.set_visible(False)
+    fig.suptitle(title or "hierarchical all_reduce: what every rank holds after each phase",
+                 fontsize=11)
     fig.tight_layout()
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig
@@ -161,24 +171,25 @@ def plot_crossings(crossings: Mapping[str, Mapping[str, Any]], shape: tuple[int,
 
     rows, cols = shape
     n = rows * cols
-    fig, axes = plt.subplots(1, len(crossings), figsize=(3.3 * len(crossings), 0.5 * n + 2.2),
+    fig, axes = plt.subplots(1, len(crossings), figsize=(COLUMN_IN, 0.5 * n + 2.2),
                              squeeze=False)
     for ax, (phase, seen) in zip(axes[0], crossings.items()):
         grid = np.asarray(seen["matrix"], dtype=float)
         ax.imshow(grid, cmap="Blues", vmin=0)
         for (i, j), value in np.ndenumerate(grid):
             ax.text(j, i, f"{value / 1024:.0f}K" if value >= 1024 else f"{value:.0f}",
-                    ha="center", va="center", fontsize=7,
+                    ha="center", va="center", fontsize=CELL_PT,
                     color="white" if value > grid.max() / 2 else "black")
         for row in range(rows):   # each mesh row's block: bytes inside it stay in the row
             ax.add_patch(plt.Rectangle((row * cols - 0.5, row * cols - 0.5), cols, cols,
                                        fill=False, edgecolor="#c2410c", lw=2))
-        ax.set_title(f"{phase}\nacross rows, all ranks: {sum(seen['between rows']):,} B",
+        ax.set_title(f"{phase}\nacross rows, all ranks:\n{sum(seen['between rows']):,} B",
                      fontsize=9)
         ax.set_xticks(range(n), [str(r) for r in range(n)])
-        ax.set_yticks(range(n), [f"rank {r}" for r in range(n)])
+        ax.set_yticks(range(n), [f"rank {r}" for r in range(n)] if ax is axes[0, 0] else [])
         ax.set_xlabel("to rank")
-    fig.suptitle(title or "bytes written from rank to rank, per phase (boxes: a mesh row)")
+    fig.suptitle(title or "bytes written from rank to rank, per phase (boxes: a mesh row)",
+                 fontsize=11)
     fig.tight_layout()
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

@@ -286,38 +286,6 @@ def bubble_fraction(events_by_rank: Sequence[Sequence],
     return [1.0 - busy_time(events, kinds) / total for events in events_by_rank]
 
 
-def plot_timelines(timelines: dict[str, Sequence[Sequence]], title: str):
-    """One panel per schedule, one row per rank: coloured spans, idle left blank."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    fig, axes = plt.subplots(len(timelines), 1, figsize=(11, 1.0 + 0.55 * len(timelines)
-                                                         * len(next(iter(timelines.values())))),
-                             squeeze=False)
-    for ax, (name, events_by_rank) in zip(axes[:, 0], timelines.items()):
-        labelled = 0.02 * step_time(events_by_rank)      # spans wider than this get their mb
-        for r, events in enumerate(events_by_rank):
-            ax.broken_barh([(begin * 1e3, (end - begin) * 1e3) for _, _, begin, end in events],
-                           (r - 0.4, 0.8), color=[COLOURS[kind] for kind, *_ in events])
-            for kind, mb, begin, end in events:
-                if kind in COMPUTE and mb is not None and end - begin > labelled:
-                    ax.text((begin + end) / 2 * 1e3, r, str(mb), ha="center", va="center",
-                            fontsize=7, color="white")
-        bubbles = bubble_fraction(events_by_rank)
-        ax.set_yticks(range(len(events_by_rank)),
-                      [f"rank {r} · bubble {b:.0%}" for r, b in enumerate(bubbles)])
-        ax.invert_yaxis()
-        ax.set_title(f"{name}: step {step_time(events_by_rank) * 1e3:.1f} ms", fontsize=10)
-        ax.set_xlabel("ms since the common start (white space: idle)")
-    handles = [Patch(color=c, label=k) for k, c in COLOURS.items()]
-    handles.append(Patch(facecolor="white", edgecolor="grey", label="idle (nothing recorded)"))
-    fig.legend(handles=handles, loc="upper right", ncol=len(handles), fontsize=8)
-    fig.suptitle(title, x=0.01, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
-    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
-    return fig
-
-
 def bubble_trend(table: Sequence[dict]) -> str:
     """Per schedule: the measured bubble with one micro-batch, the smallest with more
     (and at which m), and the one at the largest m (rows of the notebook's table)."""
@@ -352,49 +320,3 @@ def bubble_fall(table: Sequence[dict]) -> str:
                      f"{formula}; "
                      f"{'fell at every step' if fell else 'did not fall at every step'}")
     return "\n".join(lines)
-
-
-def bubble_panels(tables: dict[str, Sequence[dict]] | Sequence[dict], panel_width: float,
-                  extra_width: float):
-    """A row of bubble panels, one per table ({panel title: rows with "m"}; a plain list of
-    rows is one panel): the figure and [(axis, rows)], each axis over m (log 2, the rows'
-    m as ticks) and the bubble fraction (0 to 1, shared)."""
-    import matplotlib.pyplot as plt
-
-    if not isinstance(tables, dict):
-        tables = {"": tables}
-    fig, axes = plt.subplots(1, len(tables), figsize=(panel_width * len(tables) + extra_width, 4),
-                             squeeze=False, sharey=True)
-    for ax, (panel, table) in zip(axes[0], tables.items()):
-        ms = sorted({row["m"] for row in table})
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ms, [str(m) for m in ms])
-        ax.minorticks_off()
-        ax.set_xlabel("micro-batches m")
-        ax.set_ylim(0, 1)
-        ax.set_title(panel, fontsize=10)
-    axes[0, 0].set_ylabel("bubble fraction")
-    return fig, list(zip(axes[0], tables.values()))
-
-
-def plot_bubbles(tables: dict[str, Sequence[dict]] | Sequence[dict], n_stages: int,
-                 title: str):
-    """Measured bubble (mean over ranks) per schedule against (p − 1)/(m + p − 1): one
-    panel per table ({panel title: rows}; a plain list of rows is one panel)."""
-    import matplotlib.pyplot as plt
-
-    fig, panels = bubble_panels(tables, 5.2, 1.3)
-    for ax, table in panels:
-        ms = sorted({row["m"] for row in table})
-        dense = torch.linspace(min(ms), max(ms), 200).tolist()
-        ax.plot(dense, [theory_bubble(n_stages, m) for m in dense], "k--",
-                label=f"(p − 1)/(m + p − 1), p = {n_stages}")
-        for schedule, marker in (("GPipe", "o"), ("1F1B", "s")):
-            rows = sorted((r for r in table if r["schedule"] == schedule), key=lambda r: r["m"])
-            ax.plot([r["m"] for r in rows], [r["measured"] for r in rows], marker=marker,
-                    label=f"{schedule}, measured")
-        ax.legend(fontsize=8)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    plt.close(fig)   # shown once: as the value of the notebook cell that calls this
-    return fig

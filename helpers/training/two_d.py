@@ -14,6 +14,7 @@ torch's own composition of the two: helpers.training.two_d_torch.
 """
 from __future__ import annotations
 
+from helpers.figures.column import COLUMN_IN
 from helpers.training.mesh import coordinate, mesh_shape
 from helpers.training.tensor_parallel import hidden_size
 from helpers.training.toy import D_IN, D_OUT
@@ -159,8 +160,12 @@ def plot_params(states: list[dict], reference: dict, k: int, title: str):
     import torch
 
     n = len(states)
-    fig, axes = plt.subplots(1, n, figsize=(2.6 * n + 0.6, 2.9), squeeze=False)
-    for ax, state in zip(axes[0], states):
+    cols = min(n, 4)                      # four a row: the page's column, shown unscaled
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(COLUMN_IN, 2.5 * rows + 0.9), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax, state in zip(axes.flat, states):
         mine = slice(state["tp_rank"] * k, (state["tp_rank"] + 1) * k)
         expected = {"0.weight": reference["0.weight"][mine], "0.bias": reference["0.bias"][mine],
                     "2.weight": reference["2.weight"][:, mine], "2.bias": reference["2.bias"]}
@@ -173,9 +178,11 @@ def plot_params(states: list[dict], reference: dict, k: int, title: str):
         ax.set_title(f"rank {state['rank']} (row {state['dp_rank']}, col {state['tp_rank']})",
                      fontsize=9)
         ax.set_xlabel("reference", fontsize=8)
-    axes[0][0].set_ylabel("this rank's shard", fontsize=8)
-    axes[0][-1].legend(fontsize=7)
+    for row in axes:
+        row[0].set_ylabel("this rank's shard", fontsize=8)
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=4,
+               fontsize=8.5, frameon=False)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.34 / fig.get_figheight(), 1, 1))
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

@@ -15,6 +15,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
+from helpers.figures.column import COLUMN_IN
+
 STAGES = ("DP", "ZeRO-1", "ZeRO-2", "ZeRO-3")
 
 
@@ -202,12 +204,13 @@ def plot_comm(measured: Sequence[dict[str, float | None]], ring_model: dict[str,
 
 
 def plot_shards(hand: Sequence[dict], fsdp: Sequence[dict], title: str = ""):
-    """Per rank and parameter: the hand-built shard's values beside FSDP2's local shard."""
+    """Per rank and parameter: the hand-built shard's values beside FSDP2's local shard;
+    the key under the panels."""
     import matplotlib.pyplot as plt
 
     names = list(hand[0])
     n = len(hand)
-    fig, axes = plt.subplots(n, len(names), figsize=(3.2 * len(names), 1.3 * n + 1.2),
+    fig, axes = plt.subplots(n, len(names), figsize=(COLUMN_IN, 1.5 * n + 1.5),
                              squeeze=False)
     for rank in range(n):
         for j, name in enumerate(names):
@@ -216,11 +219,11 @@ def plot_shards(hand: Sequence[dict], fsdp: Sequence[dict], title: str = ""):
             b = np.ravel(np.asarray(fsdp[rank][name], dtype=float))
             ax.plot(a, "o", ms=5, mfc="none", label="by hand")
             ax.plot(b, ".", ms=3, color="k", label="FSDP2 to_local()")
-            ax.set_title(f"rank {rank} · {name} · {len(a)} / {len(b)} values", fontsize=8)
+            ax.set_title(f"rank {rank} · {name}\n{len(a)} / {len(b)} values", fontsize=8)
             ax.tick_params(labelsize=7)
-            if rank == 0 and j == 0:
-                ax.legend(fontsize=7)
-    fig.suptitle(title or "each rank's shard of each parameter: by hand vs FSDP2")
-    fig.tight_layout()
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=2,
+               fontsize=8.5, frameon=False)
+    fig.suptitle(title or "each rank's shard of each parameter: by hand vs FSDP2", fontsize=10)
+    fig.tight_layout(rect=(0, 0.34 / fig.get_figheight(), 1, 1))
     plt.close(fig)   # shown once: as the value of the notebook cell that calls this
     return fig

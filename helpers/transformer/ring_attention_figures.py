@@ -37,24 +37,25 @@ def _chunk_owner(n: int, layout: str) -> list[int]:
 def _ring(ax, n: int) -> None:
     """The ranks on a circle, each keeping its Q, K/V passed on to rank + 1."""
     ax.set_xlim(-1.6, 1.6)
-    ax.set_ylim(-1.75, 1.6)
+    ax.set_ylim(-2.05, 1.6)
     ax.set_aspect("equal")
     ax.set_axis_off()
     at = [(math.sin(2 * math.pi * r / n), math.cos(2 * math.pi * r / n)) for r in range(n)]
     for r, (x, y) in enumerate(at):
-        ax.add_patch(Circle((x, y), 0.36, facecolor=rank_colour(r, True),
+        # radius 0.5: both labels inside the circle (helpers.figures.audit checks it)
+        ax.add_patch(Circle((x, y), 0.5, facecolor=rank_colour(r, True),
                             edgecolor=rank_colour(r), lw=2, gid=f"ring:{r}"))
-        ax.text(x, y + 0.08, f"rank {r}", ha="center", va="center", fontsize=9.5,
+        ax.text(x, y + 0.1, f"rank {r}", ha="center", va="center", fontsize=8.5,
                 fontweight="bold")
-        ax.text(x, y - 0.14, f"Q{r} stays", ha="center", va="center", fontsize=8)
+        ax.text(x, y - 0.17, f"Q{r} stays", ha="center", va="center", fontsize=7.5)
         nx, ny = at[(r + 1) % n]
         bend = 0.35 if n > 2 else 0.5
         ax.add_patch(FancyArrowPatch((x, y), (nx, ny), connectionstyle=f"arc3,rad=-{bend}",
                                      arrowstyle="-|>,head_length=5,head_width=2.6",
-                                     shrinkA=22, shrinkB=22, color=INK, lw=1.3,
+                                     shrinkA=28, shrinkB=28, color=INK, lw=1.3,
                                      gid=f"pass:{r}"))
-    ax.text(0, -1.55, "K/V blocks go rank → rank + 1,\nn − 1 steps", ha="center",
-            va="center", fontsize=8.5, color=MUTED)
+    ax.text(0, -1.62, "K/V blocks go rank → rank + 1,\nn − 1 steps", ha="center",
+            va="top", fontsize=8.5, color=MUTED)
 
 
 def _matrix(ax, n: int, layout: str, causal: bool) -> None:

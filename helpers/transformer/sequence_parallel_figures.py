@@ -36,15 +36,16 @@ def draw_block_split(world_size: int) -> Figure:
             tensor = kind == "tensor"
             c.box(x - 0.1, y - 0.15, step_w + 0.2, 4.2, face=TENSOR if tensor else (
                 SEQUENCE if sequence else "white"), edge="none")
-            c.text(x + step_w / 2, y + 0.2, step, size=SMALL, bold=True)
-            h = 3.2 / n
+            # the name on two lines where it has a detail: it stays inside its region
+            c.text(x + step_w / 2, y + 0.3, step.replace(" (", "\n("), size=SMALL, bold=True)
+            h = 2.8 / n
             for r in range(n):
                 label = (f"heads {r * N_HEADS // n}–{(r + 1) * N_HEADS // n - 1}"
                          if step.startswith("att") else f"features {r * D_FF // n}–"
                          f"{(r + 1) * D_FF // n - 1}" if tensor else
                          f"tokens {r * SEQ // n}–{(r + 1) * SEQ // n - 1}" if sequence
                          else "every token")
-                c.box(x, y + 0.55 + r * h, step_w, h - 0.08, f"r{r}: {label}",
+                c.box(x, y + 0.95 + r * h, step_w, h - 0.08, f"r{r}: {label}",
                       face=rank_colour(r, True), edge=rank_colour(r), size=SMALL - 1.5,
                       gid=f"{'sp' if sequence else 'tp'}:{step}:{r}")
             x += step_w
@@ -134,12 +135,12 @@ def plot_activation_bytes(tables: Sequence[dict[str, dict[str, int]]]) -> Figure
                        edgecolor=rank_colour(r), linewidth=1.2,
                        label=label if (r, j) == (0, 0) else None, gid=f"{scheme}:{key}:{r}")
                 bottom += value
-            ax.text(x, bottom, f"{bottom:.0f}", ha="center", va="bottom", fontsize=7)
+            ax.text(x, bottom, f"{bottom:.0f}", ha="center", va="bottom", fontsize=7.5)
             ticks.append(x)
             names.append(scheme)
         ax.text(r, -0.2, f"rank {r}", transform=ax.get_xaxis_transform(), ha="center",
                 color=rank_colour(r), fontsize=10, fontweight="bold")
-    ax.set_xticks(ticks, names, fontsize=7, rotation=30)
+    ax.set_xticks(ticks, names, fontsize=8, rotation=30)      # ≥ 9 px on the page
     top = max(sum(v for k, v in t[s].items() if k != "total") for t in tables for s in t)
     ax.set_ylim(0, top / 1024 * 1.35)
     ax.set_ylabel("KiB saved for backward")

@@ -396,6 +396,13 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("13-start-cell-refuses-more-ranks-than-gpus", "13_debugging", "c33",
           "The start cell checks what it is asked for before it starts any process",
           "gpu-check", "more-ranks-than-gpus"),
+    Claim("13-at-scale-nccl-default-timeout", "13_debugging", "at-scale",
+          "the others wait for it, with\ntorch's defaults at least the NCCL timeout", "source",
+          "torch 2.13: torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:157 'constexpr auto "
+          "kProcessGroupNCCLDefaultTimeout = std::chrono::milliseconds(10 * 60 * 1000);' "
+          "(installed header); torch/distributed/distributed_c10d.py:836-849 "
+          "_get_default_timeout returns default_pg_nccl_timeout for Backend.NCCL "
+          "(default_pg_timeout, 30 min, for the others); the box's 10 min is that constant"),
     # 14 groups and meshes
     gloo("14-new-group-every-rank", "14_groups_and_meshes", "c06",
          "By default `new_group` is called by **every** rank, in the same order: ranks "

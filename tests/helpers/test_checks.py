@@ -221,3 +221,26 @@ def test_grade_says_the_form_on_a_rank_whose_value_has_another():
     assert listed[2] == "rank 1 ✓  predicted 5   measured 5"
     assert "(give a single value (or a one-element list))" in str(
         grade([[1, 2], [3]], [[4], [3]], "x"))
+
+
+def test_a_passing_check_is_one_line_with_its_verdicts_folded_under_it():
+    passing = Report("all_reduce against the NumPy model")
+    for r in range(4):
+        passing.add(r, True, f"tensor [{r}]")
+    assert passing.summary() == "✓ 4/4 ranks: all_reduce against the NumPy model"
+    page = passing._repr_html_()
+    assert page.startswith('<details class="nccl-report-fold"><summary>✓ 4/4 ranks: '
+                           "all_reduce against the NumPy model</summary>"
+                           '<pre class="nccl-report" data-oks="[true, true, true, true]">')
+    assert page.count("rank 3 ✓  tensor [3]") == 1 and page.endswith("</pre></details>")
+    several = Report("bytes").add(0, True, "DP").add(0, True, "TP").add(1, True, "DP")
+    assert several.summary() == "✓ 3/3 checks, 2 ranks: bytes"
+    assert Report().add("bytes", True).add("count", True).summary() == "✓ 2/2 checks"
+    # a failure, a verdict still waiting, or one verdict alone: the lines stay open
+    failing = Report("t").add(0, True).add(1, False)
+    assert failing.summary() == "✗ 1/2 ranks: t"
+    assert failing._repr_html_().startswith('<pre class="nccl-report"')
+    waiting = Report("t").add(0, None).add(1, True)
+    assert waiting.summary() == "✎ 1/2 ranks: t"
+    assert waiting._repr_html_().startswith("<pre")
+    assert Report("t").add(0, True)._repr_html_().startswith("<pre")

@@ -194,7 +194,7 @@ def test_model_sentinels_are_drawn_undefined():
     assert "undefined" in texts(axes[2]) and "33" in texts(axes[0])
 
 
-def test_diagram_column():
+def test_diagram_above_the_panels():
     png = io.BytesIO()
     tiny = plt.figure(figsize=(2, 1))
     tiny.text(0.5, 0.5, "diagram")
@@ -205,8 +205,9 @@ def test_diagram_column():
     assert len(diagram) == 1 and len(diagram[0].images) == 1
     assert "somebody" in " ".join(texts(diagram[0]))
     assert len(rank_axes(fig)) == 4
-    # the diagram sits left of every rank panel
-    assert all(diagram[0].get_position().x1 < ax.get_position().x0 for ax in rank_axes(fig).values())
+    # the diagram sits above every rank panel (the figure fits the page's column)
+    assert all(diagram[0].get_position().y0 > ax.get_position().y1
+               for ax in rank_axes(fig).values())
     assert not [ax for ax in plots.plot_record(scatter_record()).axes if ax.get_gid() == "diagram"]
 
 

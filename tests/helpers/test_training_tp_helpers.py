@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from helpers.training import pipeline as pp
+from helpers.training import pipeline as pp, pipeline_figures as ppf
 from helpers.training import tensor_parallel as tp
 from helpers.training import two_d
 from helpers.training.comm import count_collectives
@@ -196,11 +196,11 @@ def test_bubble_fraction_of_synthetic_timelines():
               [("recv", 0, 0.0, 1.5), ("forward", 0, 1.5, 2.0), ("backward", 0, 2.0, 3.0)]]
     assert pp.step_time(events) == 4.0
     assert pp.bubble_fraction(events) == pytest.approx([0.5, 1 - 1.5 / 4])
-    fig = pp.plot_timelines({"A": events, "B": events}, "t")
+    fig = ppf.plot_timelines({"A": events, "B": events}, "t")
     assert len(fig.axes) == 2
     table = [{"schedule": s, "m": m, "measured": 0.5} for s in ("GPipe", "1F1B")
              for m in (1, 2, 4)]
-    assert pp.plot_bubbles(table, 4, "t").axes
+    assert ppf.plot_bubbles(table, 4, "t").axes
 
 
 def test_measured_beside_model_lines():
@@ -386,5 +386,5 @@ def test_compute_ms_and_the_bubble_falling_with_m():
         "fell at every step",
         "1F1B: m = 1, 2, 4: measured 0.76 → 0.62 → 0.63, formula 0.75 → 0.60 → 0.43; "
         "did not fall at every step"]
-    fig = pp.plot_bubbles({"paced": table, "real": table}, 4, "t")
+    fig = ppf.plot_bubbles({"paced": table, "real": table}, 4, "t")
     assert [ax.get_title() for ax in fig.axes] == ["paced", "real"]

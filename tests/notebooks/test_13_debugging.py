@@ -180,6 +180,9 @@ def test_exercise_and_saved_diagnoses(debugging):
     assert [d["group_usable"] for d in history] == [True] * 4 + [False] * 3
     assert history[-1]["failed"][-1]["rank"] == N_RANKS - 1
     assert "died" in history[-1]["failed"][-1]["error"]
+    # the page's picture: every diagnosis, a row each (helpers.figures.diagnoses)
+    [picture] = [c for c in nb.cells if c.get("id") == "c37b"]
+    assert any("image/png" in o.get("data", {}) for o in picture.outputs), picture.outputs
 
 
 FAILING = {   # each mistake's cell, the ranks that fail, and the rank whose traceback shows

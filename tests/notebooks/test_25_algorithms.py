@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from page_checks import residue
 from training_notebooks import run_training_notebook
 
 from helpers.bench.alpha_beta import fit_joint
@@ -87,6 +88,8 @@ def _binomial(r: int, n: int) -> list[int]:
 @pytest.mark.parametrize("n_ranks", [2, 4])
 def test_algorithms_notebook(n_ranks, tmp_path, monkeypatch):
     nb, record = run_training_notebook("25_algorithms", n_ranks, tmp_path, monkeypatch)
+    # issue 50: no engine's stderr block, deprecation warning or machine path on the page
+    assert not residue(nb, "25_algorithms"), residue(nb, "25_algorithms")
     n, numel, S = n_ranks, record["numel"], record["S"]
     assert numel % n == 0 and numel % 2 == 0
     reference = sum(torch.arange(numel, dtype=torch.float64) + 100 * r for r in range(n))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from notebook_runner import execute_with_results, output_text, png_count
+from page_checks import residue
 from reports import exercise, shown_reports
 
 from helpers.paths import build_dir
@@ -47,10 +48,13 @@ def _rows(rank: int, n: int, rows: int) -> list[int]:
     return [min(rank * size, rows), min((rank + 1) * size, rows)]
 
 
+CRASH = "cell-10b"          # the cell that runs the loop in which a rank dies
+
+
 def _no_cross_outside_the_crash(nb) -> None:
     """A ✗ only where the engine died (the diagnosis of the cell that kills it)."""
     for cell in nb.cells:
-        if cell.cell_type == "code" and cell.get("id") != "cell-10":
+        if cell.cell_type == "code" and cell.get("id") != CRASH:
             assert "✗" not in output_text(cell), (cell.get("id"), output_text(cell)[:500])
 
 
@@ -71,10 +75,18 @@ def test_checkpoints_failures_notebook(n_ranks, tmp_path, monkeypatch):
     reports = shown_reports(nb)
     assert len(reports) >= 5 and all(all(ok is True for ok in s.oks) for s in reports), \
         [(s.title, s.lines()) for s in reports]
-    assert all(ok is True for ok in exercise(reports).oks)
+    graded = exercise(reports)
+    assert all(ok is True for ok in graded.oks)
+    assert [line.split("measured ")[1] for line in graded.lines()] == [
+        str(got["shard_bytes"]) for got in record["ranks"]]
     _no_cross_outside_the_crash(nb)
-    crash = nb.cells[[c.get("id") for c in nb.cells].index("cell-10")]
-    assert "engine process died" in output_text(crash)
+    crash = nb.cells[[c.get("id") for c in nb.cells].index(CRASH)]
+    assert "✗ rank {}: its engine process died".format(n_ranks - 1) in output_text(crash)
+    # issue 50: the death is told by rank, without ipyparallel's raw error (its task id),
+    # and no output anywhere shows a deprecation warning, a machine path or a stderr block
+    assert not any(o.get("output_type") == "error" for c in nb.cells
+                   for o in c.get("outputs", [])), "a cell raised"
+    assert not residue(nb, "26_checkpoints_failures"), residue(nb, "26_checkpoints_failures")
     assert record["kind"] == "26_checkpoints_failures" and record["backend"] == "gloo"
     assert record["saved_world_size"] == n and record["world_size"] == m
     assert [r["rank"] for r in record["ranks"]] == list(range(m))
@@ -125,6 +137,10 @@ def test_checkpoints_failures_notebook(n_ranks, tmp_path, monkeypatch):
     for got in record["ranks"]:
         r = got["rank"]
         assert got["rows_after"] == {k: _rows(r, m, v[0]) for k, v in SHAPES.items()}
+        # the exercise: the bytes of the new shards, parameters and Adam's two moments
+        held = sum((b - a) * (v[1] if len(v) > 1 else 1) for (a, b), v in
+                   ((got["rows_after"][k], v) for k, v in SHAPES.items()))
+        assert got["shard_bytes"] == 3 * 8 * held
         saved = record["saved"][0]["saved_state"]
         assert set(got["loaded_state"]) == set(saved)
         assert all(torch.equal(torch.tensor(got["loaded_state"][k]), torch.tensor(saved[k]))

@@ -318,3 +318,14 @@ def test_a_bad_zygote_idle_time_is_an_error_that_names_it(monkeypatch):
     monkeypatch.setenv("TUTORIAL_ZYGOTE_IDLE", "-1")
     with pytest.raises(ValueError, match="TUTORIAL_ZYGOTE_IDLE='-1'"):
         run_disposable(where_and_how, world_size=2)
+
+
+def test_a_rank_that_exited_is_summed_up_by_its_last_line_without_machine_paths():
+    from helpers.runtime.disposable import RankOutcome
+    from helpers.runtime.tracebacks import REPO_ROOT
+
+    stderr = ("Traceback (most recent call last):\n"
+              f'  File "{REPO_ROOT}/.venv/lib/python3.11/site-packages/torch/x.py", line 3\n'
+              f"RuntimeError: store at {REPO_ROOT}/helpers/y.py refused\n\n")
+    line = RankOutcome(rank=2, returncode=1, stderr=stderr).summary()
+    assert line == "rank 2: exit code 1: RuntimeError: store at helpers/y.py refused"

@@ -146,3 +146,18 @@ def test_the_traceback_shown_is_the_rank_that_explains_the_failure():
     died = "its engine process died (re-run the start cell for a full set of ranks)"
     assert diagnose.first_to_read(_diagnosis(died, "some ranks never reached this collective"),
                                   {0: "", 1: "tb"}) == 1
+
+
+def test_a_dead_engine_is_one_line_without_ipyparallels_frames_or_task_id():
+    from helpers.runtime.diagnose import rank_traceback
+
+    dead = ("Traceback (most recent call last):\n\n"
+            f'  File "{PACKAGES}/ipyparallel/client/client.py", line 889, in _handle\n'
+            "    raise error.EngineError(\n\n"
+            "ipyparallel.error.EngineError: Engine 3 died while running task "
+            "'3e073112-09e1c3f19fca34b5b3694251_29362_25'")
+    shown = rank_traceback(3, "EngineError", "Engine 3 died", dead)
+    assert shown == ["rank 3 · its engine process ended while running the cell: no "
+                     "traceback (the process is gone)"]
+    # any other error keeps its frames and message
+    assert rank_traceback(0, "RuntimeError", "x", "RuntimeError: x")[-1] == "RuntimeError: x"

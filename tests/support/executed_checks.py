@@ -7,7 +7,11 @@ where that is another (CHECKED_AT), so each notebook is checked once per suite, 
 where another test runs it (on MPI or Slurm engines, at start-up, in a shared session):
 - no exercise is answered above its question (reports.assert_no_answer_above);
 - its deck fits a 1280×720 projector on every slide, reads at the sizes the room needs and
-  runs without a console error (slides.check_deck, headless Chromium).
+  runs without a console error (slides.check_deck, headless Chromium);
+- its page shows no engine header, machine path, deprecation warning or raw ipyparallel
+  error (page_checks.assert_clean_page);
+- every figure it shows reads at 1280 px: text ≥ 9 px as displayed, labels inside their
+  shapes, legends off the data (figure_checks.check_figures).
 """
 from __future__ import annotations
 
@@ -34,8 +38,12 @@ def check_executed(notebook: Path, nb: nbformat.NotebookNode, parameters: dict) 
     """Fail when the executed copy of `notebook` breaks a rule of the whole series."""
     if not checked_here(notebook, parameters):
         return
+    from figure_checks import check_figures            # issue 50: figures read at 1280 px
+    from page_checks import assert_clean_page          # issue 50: no residue on a page
     from reports import assert_no_answer_above        # issue 28: ask before telling
     from slides import check_deck                      # issue 28: decks that fit the room
 
     assert_no_answer_above(nb, notebook.stem)
+    assert_clean_page(nb, notebook.stem)
+    check_figures(nb, notebook.stem)
     check_deck(notebook.stem, nb)

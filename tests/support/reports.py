@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _BLOCK = re.compile(r'<pre class="nccl-report" data-oks="([^"]*)">(.*?)</pre>', re.S)
 _TITLE = re.compile(r"^<b>(.*?)</b>\n", re.S)
@@ -121,6 +121,7 @@ class Answer:
     """The printed forms of an exercise's measured answer (`answer_of`)."""
     anywhere: list[str]            # forms that tell wherever they show
     by_rank: dict[int, str]        # rank → its value: tells when every rank shows with its own
+    numbers: dict[int, str] = field(default_factory=dict)   # rank → value, every rank a number
 
 
 def answer_of(graded: Shown) -> Answer:
@@ -135,7 +136,10 @@ def answer_of(graded: Shown) -> Answer:
     its value, for every r): values that differ are often the inputs, printed above as
     what each rank starts with (notebook 09's send/recv).
     True/False/None, one-element lists and small numbers tell nothing alone: they are
-    printed above every exercise for other reasons."""
+    printed above every exercise for other reasons. Where every rank has a number,
+    `numbers` keeps them for the forms read in context (`_told_in_context`), and a value
+    of 2 digits or more that every rank has is also looked for as the per-rank list,
+    `[25, 25]`."""
     values = {}
     for who, _, line in graded.verdicts:
         found = _MEASURED.search(line)
@@ -152,7 +156,13 @@ def answer_of(graded: Shown) -> Answer:
         anywhere.append(distinct[0])
     elif len(distinct) > 1 and all(map(_telling, distinct)) and ranks:
         by_rank = {int(who): v for who, v in values.items() if who.isdigit()}
-    return Answer(anywhere, by_rank)
+    numbers = {}
+    if len(ranks) > 1 and len(values) == len(ranks) and all(
+            _NUMBER.fullmatch(v) for v in values.values()):
+        numbers = {r: values[str(r)] for r in sorted(ranks)}
+        if len(distinct) == 1 and _notable(distinct[0]):       # 25/25, [25, 25]
+            anywhere.append("[" + ", ".join(numbers.values()) + "]")
+    return Answer(anywhere, by_rank, numbers)
 
 
 def _number_pattern(number: str) -> re.Pattern:
@@ -193,8 +203,10 @@ def answers_shown_above(nb) -> list[str]:
     for each form (`answer_of`) found in a markdown cell or in a code cell's output
     (`_cell_text`, less its nccl-tests times: `_untimed`) before the question: the section
     heading ("## ...") over the solution; the text of the heading's own cell above the
-    heading counts as above. Nothing when the notebook has no exercise or its grade shows
-    no measured value (a student copy)."""
+    heading counts as above. Also the forms read in context (`_told_in_context`, issue 50):
+    per-step lists that sum to the answer, the parts that sum to a total, a printed model
+    value. Nothing when the notebook has no exercise or its grade shows no measured value
+    (a student copy)."""
     cells = nb.cells
     solutions = [i for i, c in enumerate(cells) if "solution" in c.metadata.get("tags", [])]
     graded = [s for s in shown_reports(nb) if (s.title or "").startswith("Your prediction")]
@@ -211,6 +223,7 @@ def answers_shown_above(nb) -> list[str]:
     found = []
     for cell_id, text in above:
         found += [f"cell {cell_id}: {form}" for form in answer.anywhere if _shows(form, text)]
+        found += [f"cell {cell_id}: {form}" for form in _told_in_context(answer, text)]
         lines = text.splitlines()
         if answer.by_rank and all(
                 any(_shows(value, line[m.end():])
@@ -219,6 +232,99 @@ def answers_shown_above(nb) -> list[str]:
             found.append(f"cell {cell_id}: rank by rank, "
                          + ", ".join(f"rank {r} {v}" for r, v in answer.by_rank.items()))
     return found
+
+
+_LIST = re.compile(r"\[([^\[\]]*)\]")
+_FIGURE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+_RANK = re.compile(r"\brank (\d+)\b")
+
+
+def _notable(number: str) -> bool:
+    """A number that tells in its context (beside "model", in brackets, as a sum): an
+    integer of 2 digits or more (25, 81), or a fraction with 3 significant digits or more;
+    not 2 or 1.5."""
+    value = float(number)
+    return abs(value) >= 10 if value.is_integer() else _distinctive(number)
+
+
+def _same(a: float, b: str) -> bool:
+    return abs(a - float(b)) <= 1e-9 * max(1.0, abs(float(b)))
+
+
+def _list_sums(text: str) -> list[float]:
+    """The sum of every bracketed list of 2 numbers or more in `text` ([27, 18, 18, 18])."""
+    sums = []
+    for body in _LIST.findall(text):
+        items = [item.strip() for item in body.split(",")]
+        if len(items) >= 2 and all(_NUMBER.fullmatch(item) for item in items):
+            sums.append(sum(map(float, items)))
+    return sums
+
+
+def _segments(text: str) -> dict[int, list[str]]:
+    """rank → what follows each "rank r" up to the next "rank s" or the end of its line."""
+    found: dict[int, list[str]] = {}
+    for line in text.splitlines():
+        marks = list(_RANK.finditer(line))
+        for mark, after in zip(marks, marks[1:] + [None]):
+            found.setdefault(int(mark.group(1)), []).append(
+                line[mark.end():after.start() if after else len(line)])
+    return found
+
+
+def _in_context(value: str, segment: str) -> str | None:
+    """How `segment` tells `value`: "model v", "(v)", or a list that sums to v."""
+    number = _number_pattern(value).pattern
+    if re.search(rf"\bmodel\W{{0,3}}{number}", segment):
+        return "model"
+    if re.search(rf"\({number}\)", segment):
+        return "(v)"
+    if any(_same(total, value) for total in _list_sums(segment)):
+        return "a list that sums to it"
+    return None
+
+
+def _told_in_context(answer: Answer, text: str) -> list[str]:
+    """The forms of `answer.numbers` that `_notable` values take in context: the per-rank
+    values joined by "/" (25/25), "model v" for the value every rank has, a list of
+    `_distinctive` sum; rank by rank, "model v", "(v)" or a list summing to v after each
+    "rank r"; for a value every rank has (a total), one column of the ranks' lines that
+    sums to it."""
+    values = answer.numbers
+    if not values:
+        return []
+    distinct = set(values.values())
+    found = []
+    slashed = "/".join(values.values())
+    if (len(distinct) > 1 or all(map(_notable, distinct))) and re.search(
+            rf"(?<![\w./]){re.escape(slashed)}(?![\w/]|\.\d)", text):
+        found.append(slashed)
+    (one,) = distinct if len(distinct) == 1 else (None,)
+    if one is not None and _notable(one):
+        if re.search(rf"\bmodel\W{{0,3}}{_number_pattern(one).pattern}", text):
+            found.append(f"model {one}")
+        if _distinctive(one) and any(_same(t, one) for t in _list_sums(text)):
+            found.append(f"a list that sums to {one}")
+    segments = _segments(text)
+    if all(_notable(v) for v in distinct) and all(r in segments for r in values):
+        how = {r: next(filter(None, (_in_context(v, seg) for seg in segments[r])), None)
+               for r, v in values.items()}
+        if all(how.values()):
+            found.append("rank by rank, " + ", ".join(f"rank {r} {values[r]} ({how[r]})"
+                                                     for r in values))
+        if one is not None and _distinctive(one) and _column_sums_to(
+                one, [segments[r] for r in values]):
+            found.append(f"the ranks' values, summing to {one}")
+    return found
+
+
+def _column_sums_to(total: str, per_rank: list[list[str]]) -> bool:
+    """Does the k-th number of every rank's i-th segment add up to `total`, for some i, k?"""
+    for lines in zip(*per_rank):
+        figures = [[float(f.replace(",", "")) for f in _FIGURE.findall(line)] for line in lines]
+        if any(all(column) and _same(sum(column), total) for column in zip(*figures)):
+            return True
+    return False
 
 
 def _untimed(text: str) -> str:

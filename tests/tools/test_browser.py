@@ -96,6 +96,13 @@ PAGE_JS = """() => ({
             .map(p => p.querySelectorAll('.k, .kn, .nb, .n').length),
   links: [...document.querySelectorAll('a[href]')].map(a => a.href),
   width: [document.documentElement.scrollWidth, window.innerWidth],
+  contents: [...document.querySelectorAll('.bd-sidebar-secondary nav a')]
+            .filter(a => a.checkVisibility()).map(a => {
+              const box = a.getBoundingClientRect();
+              return [a.innerText, box.right, a.scrollWidth, a.clientWidth];
+            }),
+  cards: [...document.querySelectorAll('.series-card-text')]
+         .map(e => [e.innerText, e.scrollHeight, e.clientHeight]),
 })"""
 
 
@@ -141,7 +148,7 @@ def pages(html_dir, chromium, pytestconfig) -> dict[str, dict]:
     return seen
 
 
-ALL = ["index", "kit", *BUILT]    # kit: the instructor's kit, a page of its own
+ALL = ["index", "kit", "run", *BUILT]    # kit: the instructor's kit; run: how to run it
 
 
 def test_every_built_notebook_has_a_page(pages):
@@ -269,12 +276,17 @@ def test_outputs_that_name_their_ranks_have_no_engine_headers_and_keep_rank_orde
     assert "only rank 0 runs this cell" in pages["00_ranks_and_world", 1280]["text"]
 
 
-def test_page_shows_the_per_rank_checks(pages):
+def test_page_shows_the_per_rank_checks(pages, html_dir):
+    """A check whose ranks all pass shows one line ("✓ 4/4 ranks: …"), its per-rank lines
+    folded under it (helpers.checks.Report): in the page's text, hidden until unfolded."""
     for stem in ["05_all_reduce"]:
         text = pages[stem, 1280]["visible"]
+        assert re.search(r"✓ 4/4 ranks: ", text), f"{stem}.html: no '✓ 4/4 ranks' line"
+        assert not re.search(r"rank \d+ ✓", text), f"{stem}.html: per-rank lines not folded"
+        assert not re.search(r"✗|rank \d+ ✗", text), f"{stem}.html: a rank failed its check"
+        source = (html_dir / f"{stem}.html").read_text()
         for rank in range(4):
-            assert re.search(rf"rank {rank} ✓", text), f"{stem}.html: no 'rank {rank} ✓' line"
-        assert not re.search(r"rank \d+ ✗", text), f"{stem}.html: a rank failed its check"
+            assert f"rank {rank} ✓" in source, f"{stem}.html: no 'rank {rank} ✓' line, folded"
 
 
 def test_debugging_page_shows_each_error_and_its_diagnosis(pages):
@@ -282,3 +294,21 @@ def test_debugging_page_shows_each_error_and_its_diagnosis(pages):
     assert "Detected mismatch between collectives" in text
     assert text.count("What happened, by rank:") >= 6
     assert "did not run this cell" in text and "its engine process died" in text
+
+
+@pytest.mark.parametrize("stem", ALL)
+def test_the_contents_column_is_not_cut_at_1280_px(pages, stem):
+    """Every visible entry of the right-hand contents ends inside the window and its box."""
+    page = pages[stem, 1280]
+    window = page["width"][1]
+    cut = [entry for entry in page["contents"]
+           if entry[1] > window + 0.5 or entry[2] > entry[3]]
+    assert not cut, f"{stem}.html: contents entries cut at 1280 px: {cut}"
+
+
+@pytest.mark.parametrize("width", [1280, 420])
+def test_the_index_cards_show_whole_sentences(pages, width):
+    cards = pages["index", width]["cards"]
+    assert len(cards) == len(BUILT)
+    for text, scroll, client in cards:
+        assert scroll <= client and text.rstrip()[-1] in ".!?", (text, scroll, client)

@@ -11,7 +11,13 @@ there is
   number of 3 digits or more (3072, also written 3,072 or 3072.0, not inside 13072 or
   3072.5), or a fraction of 3 significant digits or more;
 - each rank's own value on a line that names that rank, for every rank, when the values
-  differ and each tells.
+  differ and each tells;
+- in context, for answers of 2 digits or more (issue 50): the per-rank values joined by "/"
+  (25/25) or as a list ([25, 25]); "model v"; rank by rank, after each "rank r" (up to the
+  next rank named), "model v", "(v)" or a list of numbers summing to v (21's scores per
+  step, [27, 18, 18, 18] → 81; 22's rows from each rank); for a value every rank has, one
+  column of the ranks' lines that sums to it (a total told by its parts, 3 digits or more)
+  and any list that sums to it (3 digits or more).
 An nccl-tests table's times and bandwidths are not read (a count is never graded as a time:
 a time printed as 960.0 µs is not 11's answer of 960 B); its sizes and counts are.
 True/False/None, one-element lists ([16.0]) and small numbers (2, 0.75) alone are never
@@ -119,6 +125,85 @@ def test_the_question_cell_above_its_heading_counts_and_values_rank_by_rank():
         "cell c0: rank by rank, rank 0 [0, 2], rank 1 [1, 3], rank 2 [0, 2], rank 3 [1, 3]"]
     inputs = "\n".join(f"rank {r}: holds {g}" for r, g in enumerate(groups[1:] + groups[:1]))
     assert not answers_shown_above(_notebook([("output", inputs)], groups, groups))
+
+
+def _ranks(template: str, values) -> tuple:
+    """A code cell's output: `template` formatted with each rank and its value."""
+    return ("output", "\n".join(template.format(r=r, v=v) for r, v in enumerate(values)))
+
+
+def test_lists_per_rank_that_sum_to_each_ranks_answer_are_found():
+    """Issue 50: 21 printed each rank's scores per step, [27, 18, 18, 18], the answer 81 their
+    sum; 22 the rows each rank receives from each rank, summing to its answer."""
+    measured = [81] * 4
+    steps = _ranks("rank {r}: tokens [0, 1]; scores computed at each step {v}",
+                   [[27, 18, 18, 18]] * 4)
+    assert answers_shown_above(_notebook([steps], measured, measured)) == [
+        "cell c0: rank by rank, " + ", ".join(f"rank {r} 81 (a list that sums to it)"
+                                              for r in range(4))]
+    received = [25, 20, 20, 23]
+    lists = _ranks("rank {r}: sends [5, 4] rows, receives {v}", [[5, 8, 5, 7], [4, 4, 6, 6],
+                                                               [5, 5, 4, 6], [5, 6, 7, 5]])
+    assert answers_shown_above(_notebook([lists], received, received)) == [
+        "cell c0: rank by rank, rank 0 25 (a list that sums to it), rank 1 20 (a list that "
+        "sums to it), rank 2 20 (a list that sums to it), rank 3 23 (a list that sums to it)"]
+    for shown in (_ranks("rank {r}: scores computed at each step {v}", [[27, 0, 0, 0]] * 4),
+                  _ranks("rank {r}: scores {v}", [[27, 18, 18, 18]] * 3 + [[27, 18, 18]]),
+                  ("output", "every rank: [27, 18, 18, 18]"),          # 81: not rank by rank
+                  _ranks("rank {r}: holds [81, 3]", [None] * 4)):     # 81 in it, not its sum
+        assert not answers_shown_above(_notebook([shown], measured, measured)), shown
+    small = [2] * 4                                # a small answer: lists of 1s by chance
+    assert not answers_shown_above(_notebook([_ranks("rank {r}: {v}", [[1, 1]] * 4)], small,
+                                             small))
+    big = [300] * 4                                # a distinctive sum tells anywhere
+    assert answers_shown_above(_notebook([("output", "per step [100, 200]")], big, big)) == [
+        "cell c0: a list that sums to 300"]
+    assert not answers_shown_above(_notebook([("output", "per step [100, 201]")], big, big))
+
+
+def test_the_ranks_values_summing_to_a_total_every_rank_measured_are_found():
+    """A total (the same on every rank) told by its parts, one per rank, in one column."""
+    total = [3072] * 4
+    parts = _ranks("rank {r}: {v} B sent, 2 calls", [768] * 4)
+    assert answers_shown_above(_notebook([parts], total, total)) == [
+        "cell c0: the ranks' values, summing to 3072"]
+    for shown in (_ranks("rank {r}: {v} B sent", [700] * 4),
+                  _ranks("rank {r}: {v} B sent", [768] * 3)):           # a rank missing
+        assert not answers_shown_above(_notebook([shown], total, total)), shown
+    # a count of 2 digits is too often a sum by chance: 26's rows (0, 25), (25, 50)
+    rows = [25, 25]
+    starts = _ranks("rank {r}: holds rows {v}", [(0, 25), (25, 50)])
+    assert not answers_shown_above(_notebook([starts], rows, rows))
+
+
+def test_a_model_value_a_value_in_brackets_and_slashes_are_found():
+    """25's self-check printed "halving_doubling 36 (model 36)"; 26 "0–24 (25)" per rank
+    and, in its introduction, "25/25 at 2"."""
+    measured = [36] * 4
+    shown = _ranks("rank {r} ✓  ring 36 (model 36), tree 48 (model 48)", [None] * 4)
+    assert answers_shown_above(_notebook([shown], measured, measured)) == [
+        "cell c0: model 36", "cell c0: rank by rank, " + ", ".join(
+            f"rank {r} 36 (model)" for r in range(4))]
+    for other in ("ring 36.5 (model 36.5)", "model 360", "model 3.6", "(model 48) 36"):
+        assert not answers_shown_above(_notebook([("output", other)], measured, measured)), \
+            other
+    rows = [25, 25]
+    held = ("output", "loaded at 2 ranks: rank 0: 0–24 (25), rank 1: 25–49 (25)")
+    assert answers_shown_above(_notebook([held], rows, rows)) == [
+        "cell c0: rank by rank, rank 0 25 ((v)), rank 1 25 ((v))"]
+    one_rank = ("output", "rank 0: 0–24 (25), rank 1: 25–49 (24)")
+    assert not answers_shown_above(_notebook([one_rank], rows, rows))
+    assert answers_shown_above(_notebook(["rows 13/13/13/11 at 4, 25/25 at 2"], rows, rows)) \
+        == ["cell c0: 25/25"]
+    for other in ("125/25", "25/250", "25/25/25", "2.25/25"):
+        assert not answers_shown_above(_notebook([other], rows, rows)), other
+    uneven = [13, 13, 13, 11]
+    assert answers_shown_above(_notebook(["13/13/13/11 at 4 ranks"], uneven, uneven)) == [
+        "cell c0: 13/13/13/11"]
+    assert answers_shown_above(_notebook([("output", "[25, 25]")], rows, rows)) == [
+        "cell c0: [25, 25]"]
+    small = [2, 2]                                 # 2/2, (2), model 2: too common to tell
+    assert not answers_shown_above(_notebook(["2/2 (2), model 2, [2, 2]"], small, small))
 
 
 def test_the_notebook_tests_hook_reads_the_measured_answer_whatever_the_prediction():

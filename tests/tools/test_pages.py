@@ -45,7 +45,9 @@ def test_only_cpp_log_lines_are_folded_and_the_page_copy_is_a_copy():
     assert folded["output_type"] == "display_data"
     assert folded["data"]["text/html"].startswith(
         "<details><summary>torch's C++ log on the engines: 2 lines</summary>")
-    assert folded["data"]["text/plain"] == CPP
+    # every line names its rank: the engine headers are dropped, every log line kept
+    assert folded["data"]["text/plain"] == "".join(
+        line + "\n" for line in CPP.splitlines() if not line.startswith("[stderr:"))
     assert quiet["text"] == "rank 0: ok\n"
     assert nb.cells[0].outputs[0]["output_type"] == "stream"      # the executed copy as it ran
 
@@ -70,3 +72,33 @@ def test_an_exercise_shows_the_readers_cell_and_folds_the_answer_and_its_checks(
     assert "hide-output" in cells[4].metadata["tags"]              # the check's verdict
     assert "hide-output" not in cells[3].metadata.get("tags", [])  # no output to fold
     assert "hide-output" not in cells[6].metadata.get("tags", [])  # past the exercise
+
+
+def test_a_text_output_over_twelve_lines_folds_under_its_first_line_and_a_table_keeps_its_rows():
+    from tools.pages import LONG_LINES
+
+    long = "bytes table\n" + "".join(f"row {i}\n" for i in range(LONG_LINES))
+    short = "".join(f"rank {i}: ok\n" for i in range(LONG_LINES))
+    plain = nbformat.v4.new_output("execute_result", data={"text/plain": long},
+                                   execution_count=1)
+    html = nbformat.v4.new_output("display_data", data={"text/plain": long,
+                                                        "text/html": "<table></table>"})
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("print(table)")
+    cell.outputs = [_stream(long), _stream(short), plain, html]
+    nb.cells = [cell]
+    folded, kept, folded_plain, kept_html = as_page(nb).cells[0].outputs
+    for out in (folded, folded_plain):
+        assert out["data"]["text/html"].startswith(
+            f"<details><summary>bytes table … ({LONG_LINES + 1} lines)</summary>")
+        assert out["data"]["text/plain"] == long            # nothing lost
+    assert kept["text"] == short and kept_html == html      # 12 lines, or HTML: as they were
+    table = ("collective   S (B)   rank 0: sent\n" "scatter        256   480\n"
+             "gather         256   144\n")
+    nb.cells[0].outputs = [_stream(table), _stream("rank 0:  a  b\nrank 1: c\n")]
+    shown, prose = as_page(nb).cells[0].outputs
+    assert shown["data"]["text/html"] == f'<pre class="series-text-table">{table}</pre>'
+    assert prose["output_type"] == "stream"       # one row alone is no table
+    from tools.pages import is_text_table
+
+    assert is_text_table(table) and not is_text_table("a  b  c\n\nd  e  f\ng  h  i\n")

@@ -3,15 +3,20 @@ headless Chromium with the network cut, as a reader would open it.
 
 Three tiny notebooks (no engines; numbers 01, 02 and 09, so two groups) are built with
 `python -m tools.build` into a temporary folder. What the toolchain was chosen for is
-checked here, on the pages it wrote: the sidebar of the series, previous / next, search,
-titles, the download of each notebook, dark mode, copy buttons, a phone-width layout
-without horizontal scroll, and exercises whose answer stays folded until asked for.
+checked here, on the pages it wrote: the sidebar of the series, previous / next, search
+(with a snippet of each page), titles, the download of each notebook and of the runnable
+series, the run page linked from the top of every page, "Start here" with the kit's course
+paths, whole card texts, a contents column that long headings do not cut, dark mode, copy
+buttons, a phone-width layout without horizontal scroll, and exercises whose answer stays
+folded until asked for.
 """
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -20,18 +25,42 @@ import pytest
 
 import browser
 from conftest import REPO
+from tools import archive, kit, site
 
 STEMS = ["01_tiny", "02_tiny", "09_tiny"]
 ANSWER = "prediction = [42 * 1001]"
 VERDICT = "Your prediction of the answer, against what each rank measured"
 LONG_WORDS = " ".join(["ALLREDUCE_reduce_scatter_then_all_gather"] * 12)
+# 02's first "What you will learn" item: two sentences, the first long (its card shows it).
+LEARN_02 = ("what a card says when the item is long: the first sentence of it, whole, "
+            "however many lines it takes on a narrow card, never cut in the middle of a "
+            "word, with `code` in it. A second sentence the card leaves out")
+CARD_02 = ("What a card says when the item is long: the first sentence of it, whole, "
+           "however many lines it takes on a narrow card, never cut in the middle of a "
+           "word, with code in it.")
+# 09's sections: headings as long as 15's, 18's and 26's, with a long `literal` in some
+# (they widened the contents column past its edge: "A rank dies in the mid").
+HEADINGS = ["Train, then save with `torch.distributed.checkpoint`",
+            "A rank dies in the middle of a step",
+            "The same stages through `torch.distributed.pipelining`",
+            "`dcp.async_save`: training goes on while the checkpoint is written",
+            "Pitfall, run for real: forgetting to divide by `world_size`"]
+THUMBNAIL = ("import matplotlib.pyplot as plt\n\nplt.figure(figsize=(3, 2))\n"
+             "plt.plot([0, 1], [1, 0])\nplt.show()")
 
 
 def _tiny(stem: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
+    learn = LEARN_02 if stem == "02_tiny" else "a line"
+    picture = nbformat.v4.new_code_cell(THUMBNAIL)     # the card's picture (tools.thumbnails)
+    picture.metadata["tags"] = ["thumbnail"]
     cells = [nbformat.v4.new_markdown_cell(f"# {stem[:2]} · tiny `{stem}`\n\n"
-                                           "**What you will learn**\n- a line"),
-             nbformat.v4.new_code_cell(f"print('hello from {stem}')\nprint({LONG_WORDS!r})")]
+                                           f"**What you will learn**\n- {learn}"),
+             nbformat.v4.new_code_cell(f"print('hello from {stem}')\nprint({LONG_WORDS!r})"),
+             picture]
+    if stem == "09_tiny":
+        cells += [nbformat.v4.new_markdown_cell(f"## {heading}\n\nWords under it.")
+                  for heading in HEADINGS]
     if stem == "01_tiny":
         solution = nbformat.v4.new_code_cell(ANSWER)
         solution.metadata["tags"] = ["solution"]
@@ -213,3 +242,116 @@ def test_the_visible_sidebar_button_folds_or_opens_the_series(html_dir, chromium
         assert shown() is (width != 1280)
     finally:
         context.close()
+
+
+def test_card_summaries_are_first_sentences_ended_by_a_stop():
+    assert site.first_sentence("What X does: a, b. Then more") == "What X does: a, b."
+    assert site.first_sentence("dist.new_group(ranks): some ranks. By default") == \
+        "dist.new_group(ranks): some ranks."
+    assert site.first_sentence("Is it? Yes") == "Is it?"
+    assert site.first_sentence("one clause;") == "one clause."
+    for path in sorted((REPO / "notebooks").glob("[0-9]*.ipynb")):   # every real card
+        summary = site.notebook_summary(nbformat.read(path, as_version=4), path.stem)[1]
+        assert re.fullmatch(r"\S.*[^\s.][.!?]", summary), (path.stem, summary)
+
+
+def test_start_here_reads_the_kits_course_paths_as_the_kit_counts_them():
+    """The index's course paths come from the kit's prose; tools.kit counts the minutes of
+    its own list, PATHS: the two must name the same notebooks, so neither can drift."""
+    paths = site.course_paths(site.KIT_PAGE.read_text())
+    assert len(paths) == 3 and all(p.sentence.endswith(".") for p in paths), paths
+    listed = [(p.name, label, numbers) for p in paths for label, numbers in p.parts]
+    counted = [stems for _, _, _, stems in kit.PATHS]
+    assert [numbers for _, _, numbers in listed] == counted, (listed, counted)
+    assert [label for _, label, _ in listed] == ["", ""] + [f"day {d}" for d in range(1, 6)]
+
+
+def test_start_here_on_the_index_links_the_run_page_and_each_path_s_pages(html_dir, tab):
+    tab.goto((html_dir / "index.html").as_uri(), wait_until="load")
+    shown = tab.evaluate("""() => ({
+      headings: [...document.querySelectorAll('article h2')].map(h => h.innerText.trim()),
+      names: [...document.querySelectorAll('.series-path-name')].map(p => p.innerText),
+      run: [...document.querySelectorAll('article a')].filter(a => a.innerText ===
+           'Run it yourself').map(a => a.getAttribute('href')),
+      lecture: [...document.querySelectorAll('.series-path')][0].querySelectorAll(
+           '.series-path-notebooks a, .series-path-notebooks > span').length,
+      links: [...document.querySelectorAll('.series-path a')].map(a => a.getAttribute('href')),
+      kit: [...document.querySelectorAll('.series-paths-lead a')].map(a => a.getAttribute('href')),
+    })""")
+    assert shown["headings"][0].startswith("Start here"), shown["headings"]
+    assert shown["names"] == [p.name for p in site.course_paths(site.KIT_PAGE.read_text())]
+    assert shown["run"] == ["run.html"] and (html_dir / "run.html").is_file()
+    assert shown["lecture"] == len(kit.PATHS[0][3])
+    assert set(shown["links"]) == {f"{s}.html" for s in STEMS}, shown["links"]
+    assert shown["kit"] == ["kit.html#course-paths"]
+    assert 'id="course-paths"' in (html_dir / "kit.html").read_text()
+
+
+@pytest.mark.parametrize("stem", ["index", "01_tiny", "kit", "run"])
+def test_every_page_links_the_run_page_and_the_runnable_series_at_its_top(html_dir, tab,
+                                                                          stem):
+    tab.goto((html_dir / f"{stem}.html").as_uri(), wait_until="load")
+    top = tab.evaluate("""() => [...document.querySelectorAll(
+        '.bd-header-announcement a, .bd-header-article a')]
+        .filter(a => a.checkVisibility()).map(a => a.getAttribute('href'))""")
+    assert {"run.html", archive.NAME} <= set(top), top
+    with zipfile.ZipFile(html_dir / archive.NAME) as zipped:
+        assert f"{archive.FOLDER}/notebooks/00_ranks_and_world.ipynb" in zipped.namelist()
+
+
+def test_the_run_page_offers_the_archive_and_says_how_to_run_it(html_dir, tab):
+    tab.goto((html_dir / "run.html").as_uri(), wait_until="load")
+    text = browser.visible_text(tab, "article")
+    for said in ("make lab", "conda env create -f environment.yml", "Binder",
+                 "one rank per GPU", "Python 3.10"):
+        assert said in text, said
+    assert tab.eval_on_selector_all("article a[href='nccl-notebooks.zip']", "els => els.length")
+    make_help = subprocess.run(["make", "help"], cwd=REPO, capture_output=True, text=True)
+    for target in re.findall(r"`make (\w[\w-]*)", (REPO / "docs" / "run.md").read_text()):
+        assert f"make {target}" in make_help.stdout, target      # only the Makefile's targets
+
+
+@pytest.mark.parametrize("width", [1280, 420])
+def test_card_texts_are_whole_sentences_never_clipped(html_dir, chromium, width):
+    context = chromium.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto((html_dir / "index.html").as_uri(), wait_until="load")
+        cards = page.eval_on_selector_all("a.series-card .series-card-text", """els => els.map(
+            e => [e.innerText, e.scrollHeight, e.clientHeight, e.scrollWidth, e.clientWidth])""")
+    finally:
+        context.close()
+    assert len(cards) == len(STEMS)
+    assert CARD_02 in [text for text, *_ in cards]
+    for text, scroll_h, client_h, scroll_w, client_w in cards:
+        assert scroll_h <= client_h and scroll_w <= client_w, (text, scroll_h, client_h)
+        assert text.rstrip()[-1] in ".!?", text
+
+
+def test_search_results_show_a_snippet_with_the_searched_word_from_disk(html_dir, tab):
+    tab.goto((html_dir / "search.html").as_uri() + "?q=hello", wait_until="load")
+    tab.wait_for_selector("#search-results li p.context", timeout=20_000)
+    found = tab.eval_on_selector_all("#search-results li", """els => els.map(li => [
+        li.querySelector('a').getAttribute('href'),
+        (li.querySelector('p.context') || {innerText: ''}).innerText])""")
+    snippets = {href.split("#")[0]: text for href, text in found}
+    for stem in STEMS:
+        assert f"hello from {stem}" in snippets.get(f"{stem}.html", ""), found
+
+
+def test_the_contents_column_is_not_cut_at_1280_px(html_dir, tab):
+    """Every entry of the right-hand contents, long `literal` headings too, is inside the
+    column and the window, and none overflows its own box."""
+    tab.goto((html_dir / "09_tiny.html").as_uri(), wait_until="load")
+    entries = tab.evaluate("""() => {
+      const column = document.querySelector('.bd-sidebar-secondary').getBoundingClientRect();
+      return [...document.querySelectorAll('.bd-sidebar-secondary nav a')].map(a => {
+        const box = a.getBoundingClientRect();
+        return {text: a.innerText, right: box.right, left: box.left, column: column.right,
+                window: innerWidth, scroll: a.scrollWidth, client: a.clientWidth};
+      });
+    }""")
+    assert len(entries) >= len(HEADINGS), entries
+    for entry in entries:
+        assert entry["right"] <= min(entry["column"], entry["window"]) + 0.5, entry
+        assert entry["scroll"] <= entry["client"], entry
