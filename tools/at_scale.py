@@ -103,7 +103,7 @@ def with_box(nb: dict[str, Any], stem: str) -> dict[str, Any]:
         raise ValueError(f"notebook {stem} has no cell {after!r} to put its box after")
     at = ids.index(after) + 1
     box = cell(stem)
-    if old is not None:     # its slide marks are tools.slide_marks': kept as they are
+    if old is not None:     # its slide metadata, as set in the notebook, is kept
         box["metadata"] = {**old.get("metadata", {}), "tags": [TAG]}
     return {**nb, "cells": cells[:at] + [box] + cells[at:]}
 

@@ -66,8 +66,7 @@ SLIDE_STYLE = ".reveal .series-bar{font-size:20px;margin:0 0 12px}.reveal .serie
 def with_slide_nav(page: str, entries: list[Entry], current: str,
                    index_href: str = "../html/index.html") -> str:
     """Slides `page` with the bar on its title slide (above the title) and the contents (to
-    the other decks) on a sub-slide of their own, the last below the title slide (the
-    title's own sub-slides, the rest of its bullets, come first)."""
+    the other decks) on a sub-slide of their own below it."""
     start = page.find('<div class="slides">')
     first = page.find("<section", start)
     first = page.find("<section", first + 1)          # the title's (vertical) slide
@@ -75,10 +74,7 @@ def with_slide_nav(page: str, entries: list[Entry], current: str,
     end = page.find("</section>", opened)
     if start < 0 or first < 0 or end < 0:
         raise ValueError(f"slides {current} have no first <section> to put the navigation in")
-    last = end + len("</section>")                    # the title stack's last sub-slide
-    while page[last:].lstrip().startswith("<section"):
-        last = page.find("</section>", last) + len("</section>")
     return (page[:opened] + f"<style>{NAV_STYLE}{SLIDE_STYLE}</style>"
-            + bar(entries, current, index_href, ".slides.html") + page[opened:last]
-            + "<section>" + contents(entries, current, ".slides.html") + "</section>"
-            + page[last:])
+            + bar(entries, current, index_href, ".slides.html") + page[opened:end]
+            + "</section><section>" + contents(entries, current, ".slides.html")
+            + page[end:])

@@ -183,7 +183,8 @@ def test_pipeline_schedules_notebook(n_ranks, tmp_path, monkeypatch):
     assert "simulate: deadlock at slot 0" in text
     assert ("our interleaved 1F1B and torch's ScheduleInterleaved1F1B: the same order on "
             "every rank") in text
-    assert png_count(nb) == 4      # the plans, two measured timelines, the bubble plot
+    assert png_count(nb) == 5      # the plans, the paced bubbles, two measured timelines,
+                                   # the paced and real bubbles side by side
     _assert_paced(record, p)
     assert f"(`paced_width` = {record['ranks'][0]['paced_width']})" in " ".join(
         " ".join(c.source.split()) for c in nb.cells if c.cell_type == "markdown")

@@ -40,7 +40,6 @@ def _tiny() -> nbformat.NotebookNode:
                 nbformat.v4.new_markdown_cell("## A narrow figure"),
                 nbformat.v4.new_code_cell(FIGURE.format(w=NARROW_PX)),
                 nbformat.v4.new_markdown_cell("## What to remember\n\n- the column")]
-    nb.cells[2].metadata["tags"] = ["thumbnail"]         # the page's picture (its card)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     return nb

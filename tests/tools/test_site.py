@@ -52,8 +52,7 @@ THUMBNAIL = ("import matplotlib.pyplot as plt\n\nplt.figure(figsize=(3, 2))\n"
 def _tiny(stem: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     learn = LEARN_02 if stem == "02_tiny" else "a line"
-    picture = nbformat.v4.new_code_cell(THUMBNAIL)     # the card's picture (tools.thumbnails)
-    picture.metadata["tags"] = ["thumbnail"]
+    picture = nbformat.v4.new_code_cell(THUMBNAIL)     # the card's picture: the first plot
     cells = [nbformat.v4.new_markdown_cell(f"# {stem[:2]} · tiny `{stem}`\n\n"
                                            f"**What you will learn**\n- {learn}"),
              nbformat.v4.new_code_cell(f"print('hello from {stem}')\nprint({LONG_WORDS!r})"),
