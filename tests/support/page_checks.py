@@ -5,7 +5,8 @@ read output by output (issue 50: every page, not only the four the browser test 
 
 - an ipyparallel `[stdout:N]` / `[stderr:N]` header (tools.pages drops them where every
   line names its rank; elsewhere the cell should print "rank r …" or pull and print once);
-- a build-machine path (/work/, /tmp/, /root/, /home/, .venv/, site-packages, the repo);
+- a build-machine path (/work/, /tmp/, /root/, /home/, .venv/, site-packages, a
+  PosixPath, the repo), also what tests/tools/test_browser.py looks for on the built pages;
 - a deprecation warning (DeprecationWarning, FutureWarning, PendingDeprecationWarning);
 - a raw ipyparallel error (EngineError, CompositeError, RemoteError, ipyparallel.error,
   a task's UUID): a page presents an engine's failure through helpers.runtime's summary.
@@ -22,7 +23,7 @@ from conftest import REPO
 
 ENGINE_HEADER = re.compile(r"^\[std(?:out|err):\d+\]", flags=re.M)
 MACHINE_PATH = re.compile(r"(?:/work/|/tmp/|/root/|/home/|\.venv/|site-packages|"
-                          + re.escape(str(REPO)) + ")")
+                          r"PosixPath\(|" + re.escape(str(REPO)) + ")")
 DEPRECATION = re.compile(r"\b(?:Pending)?DeprecationWarning\b|\bFutureWarning\b")
 RAW_ENGINE_ERROR = re.compile(r"\b(?:EngineError|CompositeError|RemoteError)\b|"
                               r"ipyparallel\.error|"

@@ -6,7 +6,8 @@ from disk with the network cut and visits every slide and sub-slide (reveal.js's
 slide's 1280×720 box (nothing cut, nothing taller or wider than the slide), no element that
 scrolls, text (markdown) at least MIN_TEXT_PX and code and outputs at least MIN_CODE_PX on
 screen (computed size × reveal's scale), and no console error or uncaught exception.
-Speaker notes and the series navigation (a list of links) are not held to the font sizes.
+Speaker notes and the series navigation (a list of links) are not held to the font sizes;
+what a closed <details> folds (a passing check's lines, a log) is not measured: it is not seen.
 
 One Chromium per test process (browser.in_shared_chromium), a context per deck; the
 vendored reveal.js is fetched (npm) or copied once per process.
@@ -32,7 +33,14 @@ MIN_CODE_PX = 20
 VISIT_JS = """async () => {
   const R = await new Promise(done => require(["vendor/reveal.js/dist/reveal.js"], done));
   const box = document.querySelector('.reveal .slides');
-  const skip = el => el.closest('aside.notes, .series-bar, .series-toc');
+  // inside a closed <details> (a folded check, a folded log), not its summary: not seen,
+  // though Chromium still gives it a box
+  const folded = el => {
+    for (let d = el.closest('details'); d; d = d.parentElement.closest('details'))
+      if (!d.open && !el.closest('summary')) return true;
+    return false;
+  };
+  const skip = el => el.closest('aside.notes, .series-bar, .series-toc') || folded(el);
   const describe = el => (el.className && typeof el.className === 'string'
                           ? el.tagName + '.' + el.className.split(' ')[0] : el.tagName)
                          + ': ' + (el.innerText || '').trim().slice(0, 60);

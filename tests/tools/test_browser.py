@@ -25,6 +25,7 @@ import browser
 from animation_checks import displayed_frames
 from conftest import NOTEBOOKS, REPO
 from notebook_runner import run_bounded
+from page_checks import MACHINE_PATH
 from tools.exercises import student_stub
 
 # 00: a timeline animation (it opened on blank timelines) and per-rank lines; 05: a record
@@ -38,8 +39,6 @@ BUILD_TIMEOUT_S = 1200      # four notebooks, ~5-60 s each on an idle 2-core mac
 PAGE_TIMEOUT_MS = 60_000
 MAX_PAGE_BYTES = 1_000_000
 MIN_INK = 0.1    # blank timelines (axes and labels only) ink 4-5 %, the results shown 13-44 %
-MACHINE_PATH = re.compile(r"(?:/work/|/tmp/|/root/|/home/|\.venv/|site-packages|"
-                          r"PosixPath\(|" + re.escape(str(REPO)) + ")")
 CPP_LOG = re.compile(r"(?:^|\]:)\[[EWIF]\d{4} ", flags=re.M)    # glog: [rank0]:[E1201 …
 VERDICT = re.compile(r"Your prediction of|All ranks right!|\d+ of \d+ ranks right")
 
