@@ -134,18 +134,11 @@ def busbw_figure(rows: list[dict]) -> Any:
     return fig
 
 
-def _verdict(diagnosis: dict, rank: int) -> tuple[str, str]:
-    failed = {f["rank"]: f for f in diagnosis.get("failed", [])}
-    if rank in failed:
-        return (WARN, "✗") if failed[rank].get("survives") else (BAD, "✗")
-    if rank in set(diagnosis.get("skipped", [])) | set(diagnosis.get("absent", [])):
-        return IDLE, "–"
-    return OK, "✓"
-
-
 def diagnosis_figure(diagnoses: list[dict]) -> Any:
     """Notebook 13: one row per mistake run, one column per rank, coloured by what happened."""
     from matplotlib.patches import Rectangle
+
+    from helpers.figures.diagnoses import verdict    # the page's own figure's colours
 
     fig, ax = canvas()
     title(fig, "What happened, by rank")
@@ -162,7 +155,7 @@ def diagnosis_figure(diagnoses: list[dict]) -> Any:
         ax.text(left - 12, y + pitch / 2, f"mistake {i + 1}", ha="right", va="center",
                 fontsize=MIN_FONT, color="#333333")
         for r in range(n):
-            face, mark = _verdict(diagnosis, r)
+            face, mark = verdict(diagnosis, r)
             ax.add_patch(Rectangle((left + r * width + 3, y + 2), width - 6, pitch - 4,
                                    facecolor=face, edgecolor="white", gid=f"mistake{i}:rank{r}"))
             ax.text(left + (r + 0.5) * width, y + pitch / 2, mark, ha="center", va="center",
