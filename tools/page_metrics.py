@@ -21,12 +21,16 @@ CHROMIUM = Path("/usr/lib/chromium/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 VIEWPORT = {"width": 1280, "height": 800}
 
-MEASURE_JS = """() => {
-  const folded = el => {           // inside a closed <details>, not in its summary line
+# Is `el` inside a closed <details>, not in its summary line? Folded, so not seen, though
+# Chromium still gives it a box (tests/support/slides.py's deck check uses it too).
+FOLDED_JS = """el => {
     for (let d = el.closest('details'); d; d = d.parentElement.closest('details'))
       if (!d.open && !el.closest('summary')) return true;
     return false;
-  };
+  }"""
+
+MEASURE_JS = """() => {
+  const folded = %s;
   const visible = el => el.getClientRects().length > 0 && el.offsetParent !== null
       && !folded(el);
   const height = els => els.filter(visible)
@@ -43,7 +47,7 @@ MEASURE_JS = """() => {
       img => img.getBoundingClientRect().top + window.scrollY)) : null;
   return {page_px: page, code_px: code, output_px: output, figure_px: figures,
           first_picture_px: first};
-}"""
+}""" % FOLDED_JS
 
 
 def measure(html_dir: Path) -> dict[str, dict]:

@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 
 import browser
+from tools.page_metrics import FOLDED_JS
 
 VIEWPORT = {"width": 1280, "height": 720}
 MIN_TEXT_PX = 24
@@ -33,13 +34,7 @@ MIN_CODE_PX = 20
 VISIT_JS = """async () => {
   const R = await new Promise(done => require(["vendor/reveal.js/dist/reveal.js"], done));
   const box = document.querySelector('.reveal .slides');
-  // inside a closed <details> (a folded check, a folded log), not its summary: not seen,
-  // though Chromium still gives it a box
-  const folded = el => {
-    for (let d = el.closest('details'); d; d = d.parentElement.closest('details'))
-      if (!d.open && !el.closest('summary')) return true;
-    return false;
-  };
+  const folded = %(folded)s;      // a folded check or log: not seen
   const skip = el => el.closest('aside.notes, .series-bar, .series-toc') || folded(el);
   const describe = el => (el.className && typeof el.className === 'string'
                           ? el.tagName + '.' + el.className.split(' ')[0] : el.tagName)
@@ -81,7 +76,7 @@ VISIT_JS = """async () => {
     found.push(seen);
   }
   return found;
-}""" % {"code": MIN_CODE_PX, "text": MIN_TEXT_PX}
+}""" % {"code": MIN_CODE_PX, "text": MIN_TEXT_PX, "folded": FOLDED_JS}
 
 _cache: dict = {}
 
