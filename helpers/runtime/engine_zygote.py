@@ -203,7 +203,10 @@ def _follow(conn: socket.socket, pid: int) -> int:
     for signum in RELAYED:
         signal.signal(signum, relay)
     while True:
-        message = conn.recv(1 << 12)
+        try:
+            message = conn.recv(1 << 12)
+        except ConnectionResetError:     # gone with our requests unread: as end of file
+            message = b""
         if not message:                  # the zygote is gone: wait for the boot itself
             while _exists(pid):
                 time.sleep(0.2)
@@ -328,7 +331,10 @@ def _receive_request(conn: socket.socket) -> tuple[dict | None, list[int]]:
     """The next request on `conn` and the fds that came with it (None: the caller is gone).
     A boot's comes as JSON with its stdin, stdout and stderr; a fork server's
     (forkserver.ForkServer) as b"request" with the request in a file, then its fds."""
-    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, MAX_FDS)
+    try:
+        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, MAX_FDS)
+    except OSError:                    # killed with our replies unread: ECONNRESET, not EOF
+        return None, []
     if not message:
         for fd in fds:
             os.close(fd)

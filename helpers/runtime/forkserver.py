@@ -17,7 +17,8 @@ read from the environment at import is the server's, though, so a server serves 
 callers whose environment is its own but for the variables its kind ignores; another
 caller gets a new server, and the old one ends.
 
-Lifetime: the server ends when its caller closes the socket or dies (end of file on it),
+Lifetime: the server ends when its caller closes the socket or dies (end of file on it,
+or a reset where it died with notices unread),
 and kills the children still running then. A kind with `zygote=True` (disposable ranks)
 is forked by engine_zygote's zygote where there is one instead: it imports an engine's
 modules and a rank's, serves every process of its user and environment (less what a
@@ -84,7 +85,10 @@ def fork_child(request, fds):
 while True:
     for key, _ in selector.select():
         if key.fileobj is sock:
-            message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
+            try:
+                message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
+            except OSError:            # killed with our notices unread: ECONNRESET, not EOF
+                caller_gone()
             if not message:
                 caller_gone()
             with os.fdopen(fds.pop(0)) as file:    # the request: a file with no name

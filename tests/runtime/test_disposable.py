@@ -236,6 +236,37 @@ def test_a_server_that_cannot_tell_its_caller_a_child_ended_ends_the_others(tmp_
         server.close()
 
 
+@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
+def test_a_caller_gone_with_a_notice_unread_resets_the_server_which_ends_the_others(tmp_path):
+    """A caller that dies with the server's notice of a child's end still unread resets
+    the socket: the server's next read raises ECONNRESET, not end of file. It must end the
+    other children all the same (stop 55's CI: a rank outlived its killed caller)."""
+    import time
+
+    from conftest import REPO
+
+    (tmp_path / "naps.py").write_text(NAPS)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    server = forkserver.ForkServer(forkserver.Kind((), "naps:nap"), env, str(REPO))
+    devnull, sleeper = os.open(os.devnull, os.O_RDWR), None
+    try:
+        napper = server.fork(0.1, env, str(tmp_path), [devnull] * 3)
+        sleeper = server.fork(120, env, str(tmp_path), [devnull] * 3)
+        deadline = time.monotonic() + 30
+        while running(napper.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)                        # the server has sent "ended"; never read
+        server._sock.close()                   # as the kernel closes a killed caller's
+        assert server.process.wait(timeout=30) == 0, server._log_tail()
+        assert not running(sleeper.pid), "a child outlived the server"
+    finally:
+        os.close(devnull)
+        if sleeper is not None and running(sleeper.pid):
+            os.kill(sleeper.pid, signal.SIGKILL)
+        server.process.kill()
+        server.process.wait()
+
+
 def test_without_a_fork_server_each_rank_is_a_new_python(monkeypatch):
     monkeypatch.setattr(forkserver, "available", lambda: False)
     monkeypatch.setattr(forkserver, "fork_server", None)   # never asked for one
