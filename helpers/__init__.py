@@ -24,14 +24,5 @@ MODULES = tuple(dict.fromkeys(_WHERE.values()))
 
 def __getattr__(name: str):
     if name in _WHERE:
-        _audit_figures()
         return getattr(import_module(_WHERE[name]), name)
     raise AttributeError(f"module 'helpers' has no attribute {name!r}")
-
-
-def _audit_figures() -> None:
-    """Every Figure a kernel shows carries its readability audit (helpers.figures.audit).
-    Here, not at import: the kernels' fork server imports helpers before any kernel is."""
-    import sys
-    if "IPython" in sys.modules:           # no kernel without IPython: scripts pay nothing
-        import_module("helpers.figures.audit").install()

@@ -1,5 +1,5 @@
 """The "At scale (model)" box of notebooks 05–27: a markdown cell, id and tag `at-scale`,
-placed after the cell that first shows the page's scheme (PLACES), its table computed by
+placed after the text under the page's scheme picture (PLACES), its table computed by
 helpers.scale.at_scale from the series' own models.
 
     python -m tools.at_scale --write [notebooks/]   # write (or replace) every box
@@ -23,47 +23,48 @@ CELL_ID = TAG = "at-scale"
 HEADING = "**At scale (model).**"
 WIDTH = 92          # the notebooks' markdown is wrapped at about this width
 
-# Per notebook: the id of the cell the box follows (the first that draws or loads the page's
-# scheme; the start cell where the page has no picture: 12, 13; 11's first plot, of busbw),
+# Per notebook: the id of the cell the box follows (the text under the page's scheme picture,
+# "What the picture shows"),
 # the headings of the sections that measure this run, and the line that points at them.
 PLACES: dict[str, tuple[str, tuple[str, ...], str]] = {
-    **{f"{n:02d}": ("c05", ("The call",), "*{0}* below runs it on this run's ranks; "
+    **{f"{n:02d}": ("c04", ("The call",), "*{0}* below runs it on this run's ranks; "
                     "notebook 11 times it at every size.") for n in range(5, 10)},
-    "10": ("c05", ("What it costs: 2(n − 1)/n of the tensor per rank",
+    "10": ("c04", ("What it costs: 2(n − 1)/n of the tensor per rank",
                    "How fast is it against gloo's own?"),
            "*{0}* below measures this run's bytes, and *{1}* its time."),
-    "11": ("c13", ("The α-β model, measured",),
-           "This run's busbw is in the plot above; *{0}* below fits this run's α and β."),
-    "12": ("c03", ("The survey",), "*{0}* below shows which dtypes this run's backend accepts."),
-    "13": ("c03", ("5 · A collective that only some ranks call",),
+    "11": ("scheme-text", ("Bus bandwidth against size", "The α-β model, measured"),
+           "*{0}* below plots this run's busbw; *{1}* fits this run's α and β."),
+    "12": ("scheme-text", ("The survey",),
+           "*{0}* below shows which dtypes this run's backend accepts."),
+    "13": ("scheme-text", ("5 · A collective that only some ranks call",),
            "*{0}* below runs such a hang on this run's ranks, into the start cell's short "
            "timeout."),
-    "14": ("c05", ("Bytes: how many, and where they go",),
+    "14": ("c04", ("Bytes: how many, and where they go",),
            "*{0}* below measures this run's hierarchical all_reduce, phase by phase."),
-    "15": ("c04a", ("Bytes per step", "How fast is it against torch's?"),
+    "15": ("c04", ("Bytes per step", "How fast is it against torch's?"),
            "*{0}* below measures this run's bytes, and *{1}* its time."),
-    "16": ("c04a", ("Communication per step", "Memory per rank"),
+    "16": ("c04", ("Communication per step", "Memory per rank"),
            "*{0}* and *{1}* below measure this run's."),
-    "17": ("cell-06a", ("Collectives and bytes, layer by layer",),
+    "17": ("cell-06", ("Collectives and bytes, layer by layer",),
            "*{0}* below counts this run's calls and measures its bytes."),
-    "18": ("cell-06a", ("The bubble, measured",), "*{0}* below measures this run's bubble."),
-    "19": ("cell-05", ("The step's bytes, measured",),
+    "18": ("cell-06", ("The bubble, measured",), "*{0}* below measures this run's bubble."),
+    "19": ("cell-04", ("The step's bytes, measured",),
            "*{0}* below measures this run's bytes, group by group."),
-    "20": ("c07", ("Collectives and bytes",),
+    "20": ("c06", ("Collectives and bytes",),
            "*{0}* below counts this run's calls and measures its bytes."),
-    "21": ("cell-07", ("Bytes on the wire",), "*{0}* below measures this run's bytes."),
-    "22": ("cell-06a", ("Bytes per rank",),
+    "21": ("cell-06", ("Bytes on the wire",), "*{0}* below measures this run's bytes."),
+    "22": ("cell-06", ("Bytes per rank",),
            "*{0}* below measures this run's bytes, for uneven splits."),
-    "23": ("cell-05", ("The same with DDP and `no_sync()`",
+    "23": ("cell-04", ("The same with DDP and `no_sync()`",
                        "Compressed gradients: DDP communication hooks"),
            "*{0}* and *{1}* below measure this run's calls and bytes."),
-    "24": ("picture", ("The bubble of each schedule: actions of fixed length",),
+    "24": ("picture-text", ("The bubble of each schedule: actions of fixed length",),
            "*{0}* below measures this run's bubble, in the formula's own conditions."),
-    "25": ("c05", ("Time: a size sweep, and the crossover",),
+    "25": ("c04", ("Time: a size sweep, and the crossover",),
            "*{0}* below times this run's algorithms and finds the measured crossover."),
-    "26": ("cell-04b", ("Train, then save with `torch.distributed.checkpoint`",),
+    "26": ("cell-04", ("Train, then save with `torch.distributed.checkpoint`",),
            "*{0}* below measures this run's checkpoint, file by file."),
-    "27": ("p27-picture-code", ("Predicted, then checked",
+    "27": ("p27-picture", ("Predicted, then checked",
                                 "GPU clusters, from published links (model)"),
            "*{0}* below holds the planner against this run; *{1}* ranks every "
            "configuration of Llama-3-70B on 64 H100s."),

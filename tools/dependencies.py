@@ -194,10 +194,6 @@ NOT_IN_NOTEBOOKS = {
     "helpers.bench.taught": "`make bench` (benchmarks/pairs/: the notebooks' own code)",
     "helpers.runtime.ipp_compat": "tests/runtime/test_ipp_compat.py (the runtime's code "
                                   "names its entries in comments)",
-    "helpers.scale.at_scale": "`python -m tools.at_scale --write` (the At scale boxes of "
-                              "05–14, written into the notebooks as markdown)",
-    "helpers.scale.at_scale_training": "`python -m tools.at_scale --write` (the boxes of "
-                                       "15–27)",
 }
 
 

@@ -152,11 +152,18 @@ def _run(notebook: Path, km: KernelManager, output: Path | None, parameters: dic
             nb = papermill_engines.execute_notebook_with_engine(
                 None, nb, kernel_name, input_path=str(notebook), output_path=None,
                 progress_bar=False, log_output=False, start_timeout=120,
-                execution_timeout=cell_timeout_s, km=km)
+                execution_timeout=cell_timeout_s, km=km, extra_arguments=AUDIT_ARGUMENTS)
     finally:
         if output is not None:
             write_ipynb(nb, str(output))
     return nb
+
+
+# Every figure a kernel shows carries its readability audit (helpers.figures.audit), from
+# the kernel's start: IPython's exec_lines, given by nbclient's `extra_arguments`. A scheme
+# cell runs before any `from helpers import ...` (issue 50: the picture comes first).
+AUDIT_ARGUMENTS = ["--IPKernelApp.exec_lines=import helpers.figures.audit as _audit; "
+                   "_audit.install(); del _audit"]
 
 
 def unexpected_error(nb: nbformat.NotebookNode) -> Exception | None:

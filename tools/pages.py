@@ -1,6 +1,8 @@
 """An executed notebook as the book shows it (tools.site): the same cells and outputs,
 with what a reader should not meet first folded away.
 
+- The scheme cell (tag `scheme`, right under the title) shows its picture without its code,
+  so the first screen is the title, what you will learn and the picture.
 - Exercises: the worked answer (a cell tagged `solution`) and the outputs of the cells
   that check it are folded ("Show answer", "Show the check"); in the answer's place the
   reader sees the same empty cell the student copies have (tools.exercises).
@@ -34,6 +36,7 @@ _ENGINE_BLOCK = re.compile(r"^\[stdout:(\d+)\] \n(.*?)(?=^\[stdout:\d+\] \n|\Z)"
                            flags=re.M | re.S)
 _ENGINE_HEADER = re.compile(r"^\[std(?:out|err):\d+\] $")
 _CPP_LOG = re.compile(r"^(?:\[rank\d+\]:)?\[[EWIF]\d{4} ")   # glog: [E1201 16:42:58.2 file:line]
+SCHEME_TAG = "scheme"      # the cell that draws the page's scheme, right under its title
 LONG_LINES = 12           # a text output longer than this is folded under its first line
 _COLUMNS = re.compile(r"\S {2,}\S.*\S {2,}\S")    # a row: two gaps of 2+ spaces
 
@@ -172,9 +175,23 @@ def shape_text_outputs(nb: nbformat.NotebookNode) -> int:
     return changed
 
 
+def hide_scheme_code(nb: nbformat.NotebookNode) -> int:
+    """MyST-NB's `remove-input` on the scheme cell (tag `scheme`: the picture right under
+    the title, drawn without the ranks), so the page's first screen is the title, what you
+    will learn and the picture; returns how many. The notebook shows the code."""
+    hidden = 0
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "code" and SCHEME_TAG in tags and "remove-input" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-input"]
+            hidden += 1
+    return hidden
+
+
 def as_page(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """A copy of the executed notebook, ready for MyST-NB."""
     page = copy.deepcopy(nb)
+    hide_scheme_code(page)
     fold_exercises(page)
     quiet_engine_headers(page)
     fold_cpp_logs(page)

@@ -32,65 +32,72 @@ def _arrow(ax, start: tuple[float, float], end: tuple[float, float], colour: str
 
 
 def draw_scheme(world_size: int, k: int, depth: int = 4) -> Figure:
-    """Three panels: micro-batches × accumulation steps × ranks with the one all_reduce;
-    checkpointing (what forward keeps, what backward recomputes); a compression hook."""
-    fig = _figure(8, 8.2)
-    top, mid, low = (fig.add_axes(box) for box in ([0.02, 0.50, 0.96, 0.48],
-                                                     [0.02, 0.22, 0.96, 0.26],
-                                                     [0.02, 0.01, 0.96, 0.19]))
-    for ax in (top, mid, low):
-        ax.set_axis_off()
+    """Three panels: micro-batches × accumulation steps × ranks with the one all_reduce
+    (top); checkpointing, what forward keeps and what backward recomputes (bottom left); a
+    compression hook (bottom right). Drawn in inches, y downwards."""
+    row, h = 0.36, 0.3                           # panel 1: one rank's row, its boxes
+    low = 0.45 + world_size * row + 0.15         # where panels 2 and 3 start
+    width, height = 7.7, low + 1.3
+    fig = _figure(width, height)
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)
+    ax.set_axis_off()
     # 1. accumulation: one row per rank, k micro-batches, then the all_reduce
-    top.set_xlim(0, 10)
-    top.set_ylim(-0.6, world_size + 1.1)
-    top.text(0, world_size + 0.75, f"1 · one optimizer step = {k} micro-batches × "
-             f"{world_size} ranks", fontsize=10, weight="bold", color=INK)
-    width = 1.35
+    ax.text(0, 0.12, f"1 · one optimizer step = {k} micro-batches × {world_size} ranks",
+            fontsize=10, weight="bold", color=INK, va="center")
+    w = min(0.95, 4.55 / k - 0.08)
+    reduce_x = 0.6 + k * (w + 0.08) + 0.45
     for r in range(world_size):
-        y = world_size - 1 - r
-        top.text(0, y + 0.35, f"rank {r}", fontsize=9, color=rank_colour(r), va="center")
+        y = 0.3 + r * row
+        ax.text(0, y + h / 2, f"rank {r}", fontsize=9, color=rank_colour(r), va="center")
         for i in range(k):
             sync = i == k - 1
-            _box(top, 1.0 + i * (width + 0.12), y, width, 0.7, rank_colour(r, light=True),
+            _box(ax, 0.6 + i * (w + 0.08), y, w, h, rank_colour(r, light=True),
                  f"fwd+bwd {i + 1}\n" + ("sync" if sync else "no_sync()"), size=7)
-        _arrow(top, (1.0 + k * (width + 0.12), y + 0.35), (7.3, y + 0.35), MUTED)
-    _box(top, 7.35, -0.05, 1.1, world_size - 0.15, "#fde7d6", "all_reduce\n(once)", size=8,
-         edge=GROUP)
-    for r in range(world_size):
-        _box(top, 8.75, world_size - 1 - r, 1.1, 0.7, rank_colour(r, light=True),
-             "step", size=8)
-    top.text(0, -0.5, "grads add up in .grad over the micro-batches (loss / k); only the "
-             "last backward sends", fontsize=8, color=MUTED)
+        _arrow(ax, (0.6 + k * (w + 0.08), y + h / 2), (reduce_x - 0.05, y + h / 2), MUTED)
+        _box(ax, reduce_x + 1.35, y, 0.85, h, rank_colour(r, light=True), "step", size=8)
+    _box(ax, reduce_x, 0.28, 0.95, world_size * row - row + h + 0.04, "#fde7d6",
+         "all_reduce\n(once)", size=8, edge=GROUP)
+    ax.text(0, 0.3 + world_size * row + 0.08, "grads add up in .grad over the micro-batches "
+            "(loss / k); only the last backward sends", fontsize=8, color=MUTED, va="center")
     # 2. checkpointing: forward keeps each block's input only, backward recomputes
-    mid.set_xlim(0, 10)
-    mid.set_ylim(0, 3.2)
-    mid.text(0, 2.95, "2 · recomputation (torch.utils.checkpoint, one block at a time)",
-             fontsize=10, weight="bold", color=INK)
-    for row, (label, keep) in enumerate((("without", "all activations kept"),
-                                         ("with", "block inputs kept"))):
-        y = 1.6 - row * 1.3
-        mid.text(0, y + 0.35, label, fontsize=9, color=INK, va="center")
+    ax.text(0, low + 0.17, "2 · recomputation (torch.utils.checkpoint,\none block at a time)",
+            fontsize=10, weight="bold", color=INK, va="center")
+    for line, (label, keep) in enumerate((("without", "all activations kept"),
+                                          ("with", "block inputs kept"))):
+        y = low + 0.45 + line * 0.42
+        ax.text(0, y + 0.16, label, fontsize=9, color=INK, va="center")
         for b in range(depth):
-            x = 1.2 + b * 1.6
-            _box(mid, x, y, 1.3, 0.7, "#e5e7eb", f"block {b}", size=8)
-            face = "#93c5fd" if row == 0 else "#ffffff"
-            _box(mid, x + 0.05, y + 0.05, 0.3 if row else 1.2, 0.12, "#1d4ed8"
-                 if row else face)
-        mid.text(7.8, y + 0.35, keep + ("" if row == 0 else ";\nbackward runs each\nforward "
-                                        "again"), fontsize=8, color=MUTED, va="center")
-    # 3. a compression hook: compress, all_reduce, decompress
-    low.set_xlim(0, 10)
-    low.set_ylim(0, 1.6)
-    low.text(0, 1.4, "3 · a DDP communication hook, per bucket of gradients", fontsize=10,
-             weight="bold", color=INK)
+            x = 0.62 + b * 0.62
+            _box(ax, x, y, 0.56, 0.34, "#e5e7eb")
+            ax.text(x + 0.28, y + 0.13, f"block {b}", ha="center", va="center", fontsize=8,
+                    color=INK)
+            _box(ax, x + 0.04, y + 0.24, 0.12 if line else 0.48, 0.06,
+                 "#1d4ed8" if line else "#93c5fd")
+        ax.text(0.62 + depth * 0.62 + 0.02, y + 0.17, keep + (
+            "" if line == 0 else ";\nbackward runs each\nforward again"), fontsize=8,
+            color=MUTED, va="center")
+    # 3. a compression hook: compress, all_reduce, decompress (a row, then back)
+    x0 = 4.35
+    ax.text(x0, low + 0.17, "3 · a DDP communication hook,\nper bucket of gradients",
+            fontsize=10, weight="bold", color=INK, va="center")
     steps = [("bucket\nfp64 grads", "#e5e7eb"), ("compress\n(fp16, or P,Q)", "#fde68a"),
              ("all_reduce\n(fewer bytes)", "#fde7d6"), ("decompress\n→ bucket", "#fde68a"),
              ("optimizer\nstep", "#e5e7eb")]
-    for i, (text, face) in enumerate(steps):
-        _box(low, 0.1 + i * 2.0, 0.2, 1.6, 0.8, face, text, size=8,
-             edge=GROUP if "all_reduce" in text else INK)
+    places = [(x0, low + 0.45), (x0 + 1.15, low + 0.45), (x0 + 2.3, low + 0.45),
+              (x0 + 2.3, low + 0.93), (x0 + 1.15, low + 0.93)]
+    bw, bh = 1.0, 0.34
+    for i, ((text, face), (x, y)) in enumerate(zip(steps, places)):
+        _box(ax, x, y, bw, bh, face, text, size=8, edge=GROUP if "all_reduce" in text else INK)
         if i:
-            _arrow(low, (i * 2.0 - 0.3, 0.6), (i * 2.0 + 0.1, 0.6))
+            (px, py) = places[i - 1]
+            if py == y:                          # along a row, rightwards then back
+                a, b = (px + bw, x) if x > px else (px, x + bw)
+                _arrow(ax, (a + 0.02, y + bh / 2), (b - 0.02 if x > px else b + 0.02,
+                                                    y + bh / 2))
+            else:                                # down to the row below
+                _arrow(ax, (x + bw / 2, py + bh + 0.02), (x + bw / 2, y - 0.02))
     return fig
 
 

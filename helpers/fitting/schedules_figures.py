@@ -17,6 +17,7 @@ NAMES = {"F": "F forward", "B": "B full backward", "I": "I input gradient",
 WIDTH_IN = COLUMN_PX / 100      # the page's column at dpi 100: shown unscaled
 LABEL_PT, LEGEND_PT = 7.5, 8.5  # 10.4 px and 11.8 px on the page
 LEGEND_ROW_IN = 0.24            # one row of the legend under the panels
+KEY_IN = 1.4                    # draw_plans: the key at the right of the panels
 
 
 def _legend(fig, kinds: Sequence[str], extra: Sequence = ()) -> None:
@@ -44,7 +45,8 @@ def draw_plans(p: int, m: int, v: int = 2):
     """1F1B, interleaved 1F1B (v chunks) and ZB-H1 at p ranks, m micro-batches: each
     action one slot, transfers free (`simulate`). The label is the micro-batch; in the
     interleaved plan a rank's chunks k > 0 (stage r + k·p) are hatched. Where a slot is
-    too narrow for its label at LABEL_PT, the panel's title says so and shows none."""
+    too narrow for its label at LABEL_PT, the panel's title says so and shows none. The
+    panels share the time axis; the colours' key stands at their right."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -54,9 +56,10 @@ def draw_plans(p: int, m: int, v: int = 2):
     grids = {name: simulate(order) for name, order in runs.items()}
     width = max(len(g[0]) / (v if name.startswith("interleaved") else 1)
                 for name, g in grids.items())
-    fig, axes = plt.subplots(len(grids), 1, figsize=(WIDTH_IN, 1.5 + 0.42 * p * len(grids)),
-                             squeeze=False)
-    axes_in = 0.86 * WIDTH_IN                 # the panels' width, less the rank labels
+    fig, axes = plt.subplots(len(grids), 1, figsize=(WIDTH_IN, 0.95 + (0.3 + 0.15 * p)
+                                                     * len(grids)),
+                             squeeze=False, sharex=True)
+    axes_in = WIDTH_IN - KEY_IN - 0.75        # the panels' width, less the labels and key
     for ax, (name, grid) in zip(axes[:, 0], grids.items()):
         short = v if name.startswith("interleaved") else 1     # a chunk is 1/v of a stage
         labelled = _fits(str(m - 1), axes_in / width / short)
@@ -64,7 +67,7 @@ def draw_plans(p: int, m: int, v: int = 2):
             slots = [(t, action) for t, action in enumerate(row) if action is not None]
             for later in (False, True):            # one call a chunk kind and row: fast
                 mine = [(t, kind) for t, (kind, s, _) in slots if (s >= p) is later]
-                ax.broken_barh([(t / short, 1 / short) for t, _ in mine], (r - 0.4, 0.8),
+                ax.broken_barh([(t / short, 1 / short) for t, _ in mine], (r - 0.43, 0.86),
                                facecolor=[COLOURS[kind] for _, kind in mine],
                                hatch="////" if later else None, hatchcolors="#555555",
                                edgecolor="white", linewidth=0.5)
@@ -72,19 +75,24 @@ def draw_plans(p: int, m: int, v: int = 2):
                 ax.text((t + 0.5) / short, r, str(i), ha="center", va="center",
                         fontsize=LABEL_PT, gid=f"slot:{s}.{i}")
         idle = sum(a is None for row in grid for a in row) / sum(len(row) for row in grid)
-        ax.set_yticks(range(p), [f"rank {r}" for r in range(p)])
-        ax.invert_yaxis()
+        ax.set_yticks(range(p), [f"rank {r}" for r in range(p)], fontsize=LEGEND_PT)
+        ax.set_ylim(p - 0.5, -0.5)
         ax.set_xlim(0, width)
         ax.set_title(f"{name}: {idle:.0%} of the slots idle"
-                     + ("" if labelled else " (slots too narrow to label)"), fontsize=10)
+                     + ("" if labelled else " (slots too narrow to label)"), fontsize=10,
+                     pad=3)
     axes[-1, 0].set_xlabel("time, in units of one stage's forward (interleaved: a chunk "
                            "is half a stage)" if v == 2 else "time, one stage's forward = 1")
     chunk = Patch(facecolor="white", edgecolor="grey", hatch="////",
-                  label=f"interleaved: chunk 2+ (stage r + {p}·k)")
-    _legend(fig, ("F", "B", "I", "W"), [chunk])
+                  label=f"interleaved:\nchunk 2+\n(stage r + {p}·k)")
+    handles = [Patch(color=COLOURS[k], label=NAMES[k].replace(" gradient", "\ngradient")
+                     .replace("full ", "full\n")) for k in ("F", "B", "I", "W")]
+    handles += [Patch(facecolor="white", edgecolor="grey", label="idle"), chunk]
+    fig.legend(handles=handles, loc="center right", fontsize=LEGEND_PT, frameon=False,
+               handlelength=1.2)
     fig.suptitle(f"the plans at p = {p}, m = {m}: each label is the micro-batch", x=0.01,
                  ha="left")
-    fig.tight_layout(rect=_legend_rect(fig, 6))
+    fig.tight_layout(rect=(0, 0, 1 - KEY_IN / WIDTH_IN, 1), h_pad=0.4)
     plt.close(fig)
     return fig
 

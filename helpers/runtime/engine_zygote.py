@@ -203,10 +203,7 @@ def _follow(conn: socket.socket, pid: int) -> int:
     for signum in RELAYED:
         signal.signal(signum, relay)
     while True:
-        try:
-            message = conn.recv(1 << 12)
-        except ConnectionResetError:     # gone with our requests unread: as end of file
-            message = b""
+        message = conn.recv(1 << 12)
         if not message:                  # the zygote is gone: wait for the boot itself
             while _exists(pid):
                 time.sleep(0.2)

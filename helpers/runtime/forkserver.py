@@ -17,8 +17,7 @@ read from the environment at import is the server's, though, so a server serves 
 callers whose environment is its own but for the variables its kind ignores; another
 caller gets a new server, and the old one ends.
 
-Lifetime: the server ends when its caller closes the socket or dies (end of file on it,
-or a reset where it died with notices unread),
+Lifetime: the server ends when its caller closes the socket or dies (end of file on it),
 and kills the children still running then. A kind with `zygote=True` (disposable ranks)
 is forked by engine_zygote's zygote where there is one instead: it imports an engine's
 modules and a rank's, serves every process of its user and environment (less what a
@@ -43,7 +42,7 @@ from typing import IO, Any, Callable, Iterator, NoReturn
 
 # The server: import `preload` once, then fork a child per request that calls `entry`.
 _SERVER = r"""
-import importlib, json, os, socket, sys
+import contextlib, importlib, json, os, socket, sys
 sock = socket.socket(fileno=int(sys.argv[1]))
 path = list(sys.path)
 sys.path.append(sys.argv[2])           # last: never in front of what the child imports
@@ -85,10 +84,9 @@ def fork_child(request, fds):
 while True:
     for key, _ in selector.select():
         if key.fileobj is sock:
-            try:
+            message = b""              # a caller killed with our notices unread: ECONNRESET
+            with contextlib.suppress(ConnectionResetError):
                 message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
-            except OSError:            # killed with our notices unread: ECONNRESET, not EOF
-                caller_gone()
             if not message:
                 caller_gone()
             with os.fdopen(fds.pop(0)) as file:    # the request: a file with no name

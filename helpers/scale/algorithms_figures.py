@@ -46,7 +46,7 @@ def draw_schemes(n: int):
     """Ring, binary tree (and its mirror: the double tree), halving-doubling on n ranks."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(CONTENT_WIDTH_IN, 3.9))
+    fig, axes = plt.subplots(1, 3, figsize=(CONTENT_WIDTH_IN, 3.6))
     for ax in axes:
         ax.set_aspect("equal")
         ax.set_axis_off()
@@ -101,7 +101,7 @@ def draw_schemes(n: int):
         ax.set_ylim(-1.35, 1.35)
     fig.suptitle(f"three ways to all_reduce on {n} ranks (our drawing, from the model)",
                  fontsize=11, fontweight="bold", y=0.99)
-    fig.subplots_adjust(left=0.01, right=0.99, bottom=0.0, top=0.70, wspace=0.08)
+    fig.subplots_adjust(left=0.01, right=0.99, bottom=0.0, top=0.675, wspace=0.08)
     plt.close(fig)
     return fig
 

@@ -95,15 +95,23 @@ class Canvas:
 def draw_groups(world_size: int) -> Figure:
     """Notebook 14's three ways of grouping the ranks: `new_group` of the even ranks (with
     each rank's group rank), `new_subgroups(cols)`, and the rows × cols device mesh whose rows
-    are the tp groups and columns the dp groups (`mesh_shape(world_size)`)."""
+    are the tp groups and columns the dp groups (`mesh_shape(world_size)`). The first two
+    beside the mesh where that fits the column at full size (4 ranks), above it otherwise."""
     if world_size < 2:
         raise ValueError(f"process groups need 2+ ranks, got {world_size}")
     rows, cols = mesh_shape(world_size)
     pitch, bw, bh = 1.55, 1.25, 0.8
-    grid_x, grid_pitch_x, grid_pitch_y = 0.4, 2.3, 1.25
-    width = max(0.4 + world_size * pitch, grid_x + cols * grid_pitch_x + 5.2, 13.2) + 0.3
-    top2, top3 = 3.95, 6.2
-    height = top3 + 0.7 + rows * grid_pitch_y + 0.5
+    grid_pitch_x, grid_pitch_y = 2.3, 1.25
+    lines_w = max(0.4 + world_size * pitch, 7.3)           # the two lines of ranks
+    mesh_w = 0.4 + (cols - 1) * grid_pitch_x + 1.7 + 0.35 + 4.6
+    lines_h, mesh_h = 5.95, 1.35 + rows * grid_pitch_y + 0.3
+    beside = lines_w + 0.4 + mesh_w <= MAX_WIDTH_IN / 0.45 + 1e-9
+    if beside:
+        width, height = lines_w + 0.4 + mesh_w, max(lines_h, mesh_h)
+        mesh_x, mesh_y = lines_w + 0.4, 0.0
+    else:
+        width, height = max(lines_w, mesh_w, 13.2) + 0.3, lines_h + 0.45 + mesh_h
+        mesh_x, mesh_y = 0.0, lines_h + 0.45
     c = Canvas(width, height, f"{world_size} ranks, grouped three ways",
                f"mesh {rows} × {cols}: the most square shape whose sides multiply to "
                f"{world_size}")
@@ -114,18 +122,19 @@ def draw_groups(world_size: int) -> Figure:
                   edge=rank_colour(r), gid=f"{tag}:rank:{r}")
 
     evens = [r for r in range(world_size) if r % 2 == 0]
-    c.text(0.3, 0.35, "dist.new_group(evens): every rank calls it; the members renumber",
+    c.text(0.3, 0.45, "dist.new_group(evens):\nevery rank calls it; the members renumber",
            ha="left", italic=True)
-    line_of_ranks(0.9, "evens")
+    line_of_ranks(1.2, "evens")
     for r in range(world_size):
         x = 0.4 + r * pitch
         if r in evens:
-            c.box(x - 0.1, 0.8, bw + 0.2, bh + 0.2, edge=GROUP, lw=2.4, face="none",
+            c.box(x - 0.1, 1.1, bw + 0.2, bh + 0.2, edge=GROUP, lw=2.4, face="none",
                   gid=f"group:evens:{r}")
-        c.text(x + bw / 2, 2.3, f"group\nrank {r // 2}" if r in evens else "−1\n(outside)",
+        c.text(x + bw / 2, 2.6, f"group\nrank {r // 2}" if r in evens else "−1\n(outside)",
                size=SMALL, colour=GROUP if r in evens else MUTED)
 
-    c.text(0.3, top2 - 0.55, f"dist.new_subgroups(group_size={cols}): consecutive groups",
+    top2 = 4.35
+    c.text(0.3, top2 - 0.65, f"dist.new_subgroups(group_size={cols}):\nconsecutive groups",
            ha="left", italic=True)
     line_of_ranks(top2, "sub")
     for g in range(rows):
@@ -136,9 +145,10 @@ def draw_groups(world_size: int) -> Figure:
                f"group {g}: ranks {list(range(g * cols, (g + 1) * cols))}", size=SMALL,
                colour=GROUP)
 
-    c.text(0.3, top3 - 0.2, f"init_device_mesh(({rows}, {cols})): rank r at (r // {cols}, "
-           f"r % {cols})", ha="left", italic=True)
-    y0 = top3 + 0.45
+    grid_x = mesh_x + 0.4
+    c.text(mesh_x + 0.3, mesh_y + 0.45, f"init_device_mesh(({rows}, {cols})):\nrank r at "
+           f"(r // {cols}, r % {cols})", ha="left", italic=True)
+    y0 = mesh_y + 1.35
     for r in range(world_size):
         row, col = coordinate(r, (rows, cols))
         c.box(grid_x + col * grid_pitch_x, y0 + row * grid_pitch_y, 1.7, 0.85,
@@ -228,21 +238,21 @@ def draw_zero(world_size: int, part_bytes: Sequence[float] = (8, 8, 16)) -> Figu
     total = sum(part_bytes)
     bar_w, gap, label_w = 3.6, 0.55, 1.5
     widths = [bar_w * b / total for b in part_bytes]
-    pitch, bh, top = 0.62, 0.44, 1.55
-    flow_top = top + n * pitch + 2.6
-    height = flow_top + 2.0
+    pitch, bh, top = 0.55, 0.4, 1.3
+    flow_top = top + n * pitch + 1.85
+    height = flow_top + 1.25
     width = label_w + 4 * (bar_w + gap) + 0.2
     c = Canvas(width, height, f"what each of {n} ranks holds, stage by stage",
                "P parameters | G gradients | O optimizer state (Adam); rank j's colour: "
                "rank j's rows, held; white: not held")
     for s, stage in enumerate(ZERO_SHARDED):
         x0 = label_w + s * (bar_w + gap)
-        c.text(x0 + bar_w / 2, top - 1.05, stage, bold=True)
+        c.text(x0 + bar_w / 2, top - 0.9, stage, bold=True)
         x = x0
         for part, w in zip(ZERO_PARTS, widths):
-            c.text(x + w / 2, top - 0.45, part[0].upper(), size=SMALL, colour=MUTED)
+            c.text(x + w / 2, top - 0.35, part[0].upper(), size=SMALL, colour=MUTED)
             x += w
-        c.text(x0 + bar_w / 2, top + n * pitch + 0.5, ZERO_CALLS[stage], size=SMALL,
+        c.text(x0 + bar_w / 2, top + n * pitch + 0.4, ZERO_CALLS[stage], size=SMALL,
                colour=GROUP)
         for r in range(n):
             y, x = top + r * pitch, x0

@@ -22,19 +22,20 @@ def draw_tensor_parallel(world_size: int, d_in: int = D_IN, d_out: int = D_OUT,
                          batch: int = 48, per_rank: int = FEATURES_PER_RANK) -> Figure:
     """The MLP of notebook 17, column then row: W1ᵀ with each rank's columns (its rows of W1)
     outlined in its colour, the output slices they give, W2 with each rank's columns, the
-    partial outputs, g's all_reduce into Y2; below, the f / g pair."""
+    partial outputs, g's all_reduce into Y2; beside, the f / g pair, top to bottom."""
     n, d_hidden = world_size, hidden_size(world_size, per_rank)
-    left, cw, rh, bh = 5.6, min(0.45, 7.0 / d_hidden), 0.3, 1.5
+    left, cw, rh, bh = 3.3, min(0.3, 4.8 / d_hidden), 0.22, 0.62
     mat_w = d_hidden * cw
-    right = left + mat_w + 0.6
-    width = right + 6.4
-    ys = {"W1T": 1.0, "Y1": 1.0 + d_in * rh + 0.7}
-    ys["W2"] = ys["Y1"] + bh + 1.0
-    ys["partial"] = ys["W2"] + d_out * rh + 0.6
-    chain_y = ys["partial"] + bh + 1.7
-    c = Canvas(width, chain_y + 2.7, f"tensor parallel over {n} ranks: column, then row",
-               f"hidden width {d_hidden} = {per_rank} features per rank; the same feature "
-               "slice, in one colour, through both layers")
+    right = left + mat_w + 0.35
+    chain_x = right + 5.0
+    width = chain_x + 4.3
+    ys = {"W1T": 0.25, "Y1": 0.25 + d_in * rh + 0.3}
+    ys["W2"] = ys["Y1"] + bh + 0.65
+    ys["partial"] = ys["W2"] + d_out * rh + 0.3
+    sum_y = ys["partial"] + bh + 0.4             # every partial into one line, to g
+    c = Canvas(width, max(sum_y + 0.15, 5.9), f"tensor parallel over {n} ranks: column, "
+               "then row", f"hidden width {d_hidden} = {per_rank} features per rank; the same "
+               "feature slice, in one colour, through both layers")
 
     def matrix(tag: str, y: float, rows: int, label: str, note: str) -> None:
         c.ax.add_patch(Rectangle((left, y), mat_w, rows * rh, facecolor="white",
@@ -48,7 +49,7 @@ def draw_tensor_parallel(world_size: int, d_in: int = D_IN, d_out: int = D_OUT,
         for j in range(1, d_hidden):
             if j % per_rank:
                 c.ax.plot([left + j * cw] * 2, [y, y + rows * rh], color="white", lw=0.6)
-        c.text(left - 0.3, y + rows * rh / 2, label, ha="right", size=SMALL)
+        c.text(left - 0.2, y + rows * rh / 2, label, ha="right", size=SMALL)
         c.text(right, y + rows * rh / 2, note, ha="left", size=SMALL, colour=MUTED)
 
     matrix("W1T", ys["W1T"], d_in, f"W1ᵀ ({d_in} × {d_hidden})\ncolumn-parallel",
@@ -58,19 +59,18 @@ def draw_tensor_parallel(world_size: int, d_in: int = D_IN, d_out: int = D_OUT,
         x = left + r * per_rank * cw
         c.box(x, ys["Y1"], per_rank * cw, bh, f"r{r}", face=rank_colour(r, True),
               edge=rank_colour(r), gid=f"Y1:{r}", size=SMALL)
-        c.arrow((x + per_rank * cw / 2, ys["Y1"] + bh + 0.1),
-                (x + per_rank * cw / 2, ys["W2"] - 0.1), colour=rank_colour(r))
-    c.text(left - 0.3, ys["Y1"] + bh / 2, f"Y1 = X·W1ᵀ + b1\n({batch} × {d_hidden})",
+        c.arrow((x + per_rank * cw / 2, ys["Y1"] + bh + 0.05),
+                (x + per_rank * cw / 2, ys["W2"] - 0.05), colour=rank_colour(r))
+    c.text(left - 0.2, ys["Y1"] + bh / 2, f"Y1 = X·W1ᵀ + b1\n({batch} × {d_hidden})",
            ha="right", size=SMALL)
     c.text(right, ys["Y1"] + bh / 2, "each rank: its columns, from\nthe whole X: no "
            "communication", ha="left", size=SMALL, colour=MUTED)
-    c.text(right, ys["Y1"] + bh + 0.5, "tanh, slice by slice", ha="left", size=SMALL,
+    c.text(right, ys["Y1"] + bh + 0.33, "tanh, slice by slice", ha="left", size=SMALL,
            colour=MUTED)
     matrix("W2", ys["W2"], d_out, f"W2 ({d_out} × {d_hidden})\nrow-parallel",
            f"rank r keeps columns {per_rank}r … {per_rank}r+{per_rank - 1}\n(its input "
            "features)")
-    node = (right + 1.2, ys["partial"] + bh / 2)
-    sum_y = ys["partial"] + bh + 0.35            # every partial into one line, to g
+    node = (right + 0.55, ys["partial"] + bh / 2)
     for r in range(n):
         x = left + r * per_rank * cw
         c.box(x, ys["partial"], per_rank * cw, bh, f"r{r}", face=rank_colour(r, True),
@@ -78,40 +78,38 @@ def draw_tensor_parallel(world_size: int, d_in: int = D_IN, d_out: int = D_OUT,
         c.ax.plot([x + per_rank * cw / 2] * 2, [ys["partial"] + bh, sum_y],
                   color=rank_colour(r), lw=1.6)
     c.ax.plot([left + per_rank * cw / 2, node[0]], [sum_y, sum_y], color="#555555", lw=1.4)
-    c.arrow((node[0], sum_y), (node[0], node[1] + 0.8))
-    c.text(left - 0.3, ys["partial"] + bh / 2, f"partial outputs\n({batch} × {d_out}) each",
+    c.arrow((node[0], sum_y), (node[0], node[1] + 0.5))
+    c.text(node[0] + 0.55, sum_y - 0.05, "all_reduce", ha="left", size=SMALL, colour=GROUP)
+    c.text(left - 0.2, ys["partial"] + bh / 2, f"partial outputs\n({batch} × {d_out}) each",
            ha="right", size=SMALL)
-    c.node(*node, 0.75, "g: Σ", gid="g")
-    c.arrow((node[0] + 0.8, node[1]), (node[0] + 1.6, node[1]))
-    c.box(node[0] + 1.65, node[1] - bh / 2, 2.2, bh, f"Y2 + b2\n{batch} × {d_out}",
+    c.node(*node, 0.48, "g: Σ", gid="g")
+    c.arrow((node[0] + 0.5, node[1]), (node[0] + 1.0, node[1]))
+    c.box(node[0] + 1.05, node[1] - bh * 0.65, 2.0, bh * 1.3, f"Y2 + b2\n{batch} × {d_out}",
           face="#eeeeee", gid="Y2", size=SMALL)
-    c.text(node[0] + 0.2, node[1] - 1.05, "all_reduce", size=SMALL, colour=GROUP)
-    _f_and_g(c, chain_y, width)
+    _f_and_g(c, chain_x)
     return c.fig
 
 
-def _f_and_g(c: Canvas, y: float, width: float) -> None:
-    """X → f → column-parallel → tanh → row-parallel → g → Y, what f and g do each way."""
-    c.text(0.3, y - 0.5, "Megatron's conjugate pair, as the notebook writes them:", ha="left",
-           italic=True)
-    parts = [("X", 1.1, "#eeeeee"), ("f", 0.0, None), ("ColumnParallel\nW1 rows", 3.2, "w"),
-             ("tanh", 1.4, "w"), ("RowParallel\nW2 columns", 3.2, "w"), ("g", 0.0, None),
-             ("Y", 1.1, "#eeeeee")]
-    gap = (width - 0.6 - sum(w for _, w, _ in parts) - 2 * 1.5) / (len(parts) - 1)
-    x, h = 0.3, 1.0
-    for k, (label, w, face) in enumerate(parts):
+def _f_and_g(c: Canvas, x: float) -> None:
+    """X → f → column-parallel → tanh → row-parallel → g → Y, top to bottom, beside what f
+    and g do each way."""
+    c.text(x - 0.1, 0.35, "Megatron's conjugate pair,\nas the notebook writes them:",
+           ha="left", italic=True, size=SMALL)
+    parts = [("X", "#eeeeee"), ("f", None), ("ColumnParallel W1 rows", "w"),
+             ("tanh", "w"), ("RowParallel W2 columns", "w"), ("g", None), ("Y", "#eeeeee")]
+    y, h, w, pitch = 1.05, 0.5, 3.9, 0.72
+    for k, (label, face) in enumerate(parts):
         if face is None:                         # f or g: a node and what it does
-            c.node(x + 0.75, y + h / 2, 0.62, label, gid=f"chain:{label}")
+            c.node(x + 0.3, y + h / 2, 0.3, label, gid=f"chain:{label}")
             does = ("forward: identity\nbackward: all_reduce" if label == "f"
                     else "forward: all_reduce\nbackward: identity")
-            c.text(x + 0.75, y + h + 0.85, does, size=SMALL, colour=GROUP)
-            w = 1.5
+            c.text(x + 0.8, y + h / 2, does, size=SMALL, colour=GROUP, ha="left")
         else:
-            c.box(x, y, w, h, label, face="white" if face == "w" else face, edge=LINE,
-                  size=SMALL)
+            c.box(x, y, w if len(label) > 4 else 1.3, h, label,
+                  face="white" if face == "w" else face, edge=LINE, size=SMALL)
         if k < len(parts) - 1:
-            c.arrow((x + w + 0.05, y + h / 2), (x + w + gap - 0.05, y + h / 2))
-        x += w + gap
+            c.arrow((x + 0.3, y + h + 0.02), (x + 0.3, y + pitch - 0.02))
+        y += pitch
 
 
 # ------------------------------------------------------------------ 18: the schedule grid
@@ -162,9 +160,10 @@ def draw_schedules(n_stages: int, m: int, schedules: tuple[str, ...] = SCHEDULES
     n_slots = max(max(slots.values()) + 1 for _, slots in grids)
     label_w, note_w = 2.3, 3.0
     cw = min(0.62, 13.5 / n_slots)
-    ch, panel_h = 0.62, n_stages * 0.62 + 1.4
+    ch = 0.5
+    panel_h = n_stages * ch + 0.85
     width = max(label_w + n_slots * cw + note_w, 17.0)      # room for the titles
-    c = Canvas(width, len(grids) * panel_h + 0.9, f"{n_stages} stages, m = {m} "
+    c = Canvas(width, len(grids) * panel_h + 0.25, f"{n_stages} stages, m = {m} "
                "micro-batches: the schedules as planned",
                "each forward and backward one slot, communication free: the formula's "
                "assumptions")
@@ -172,10 +171,10 @@ def draw_schedules(n_stages: int, m: int, schedules: tuple[str, ...] = SCHEDULES
                                      ("backward", COLOURS["backward"]), ("idle: bubble",
                                                                          "white"))):
         x = label_w + k * 3.4
-        c.ax.add_patch(Rectangle((x, 0.25), 0.5, 0.4, facecolor=face, edgecolor=LINE))
-        c.text(x + 0.65, 0.45, key, ha="left", size=SMALL)
+        c.ax.add_patch(Rectangle((x, 0.05), 0.5, 0.4, facecolor=face, edgecolor=LINE))
+        c.text(x + 0.65, 0.25, key, ha="left", size=SMALL)
     for g, (name, slots) in enumerate(grids):
-        top = 1.3 + g * panel_h
+        top = 1.05 + g * panel_h
         busy = {s: sum(1 for (st, _), _t in slots.items() if st == s) for s in range(n_stages)}
         formula = n_slots == 2 * (m + n_stages - 1)       # then idle = (p − 1)/(m + p − 1)
         c.text(0.2, top - 0.35, f"{name}: {n_slots} slots, each stage idle "

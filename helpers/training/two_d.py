@@ -121,18 +121,18 @@ def plot_mesh(dp: int, tp: int, title: str):
     # here, not at the top: engines import this module (two_d_torch), and never draw
     from helpers.training.schemes import COLUMN, ROW, SMALL, Canvas, rank_colour
 
-    bw, bh, px, py, left = 2.9, 1.45, 3.7, 2.25, 2.5
+    bw, bh, px, py, left, top = 2.9, 1.45, 3.7, 2.15, 2.5, 0.55
     width = left + tp * px + 0.2
-    c = Canvas(max(width, 15.0), 1.0 + dp * py + 1.6, title,
+    c = Canvas(max(width, 15.0), top + dp * py + 1.0, title,
                "a row: one replica of the model, cut by features (tp); a column: the same "
                "slice in every replica (dp)")
     for r in range(dp * tp):
         row, col = coordinate(r, (dp, tp))
-        c.box(left + col * px, 1.0 + row * py, bw, bh,
+        c.box(left + col * px, top + row * py, bw, bh,
               f"rank {r}\nbatch shard {row}\nfeatures {col}", face=rank_colour(r, True),
               edge=rank_colour(r), size=SMALL, gid=f"mesh:rank:{r}")
     for row in range(dp):
-        y = 1.0 + row * py + bh / 2
+        y = top + row * py + bh / 2
         c.text(left - 0.25, y, f"replica {row}\n(tp group)", ha="right", size=SMALL,
                colour=ROW)
         for col in range(tp - 1):
@@ -141,13 +141,13 @@ def plot_mesh(dp: int, tp: int, title: str):
     for col in range(tp):
         x = left + col * px + bw / 2
         for row in range(dp - 1):
-            c.arrow((x, 1.0 + row * py + bh + 0.05), (x, 1.0 + (row + 1) * py - 0.05),
+            c.arrow((x, top + row * py + bh + 0.05), (x, top + (row + 1) * py - 0.05),
                     colour=COLUMN, dashed=True, gid=f"dp:{col}:{row}", lw=2.0,
                     both=True)
-    y = 1.0 + dp * py
+    y = top + dp * py - 0.2
     c.text(0.3, y, "→ along a row (tp group): g's all_reduce of the partial outputs, "
            "forward", ha="left", colour=ROW)
-    c.text(0.3, y + 0.7, "↓ along a column (dp group): all_reduce of each gradient shard, "
+    c.text(0.3, y + 0.65, "↓ along a column (dp group): all_reduce of each gradient shard, "
            "after backward" + ("" if dp > 1 else " (here of one rank)"), ha="left",
            colour=COLUMN)
     return c.fig

@@ -26,19 +26,19 @@ def draw_moe(world_size: int, per_rank: int = EXPERTS_PER_RANK, k: int = TOP_K) 
     """Each rank's tokens → its router (top-k) → all_to_all → the experts, `per_rank` on each
     rank → all_to_all back → combined with the gates, in the tokens' own order."""
     n, E = world_size, world_size * per_rank
-    pitch, bh = 1.5, 1.0
+    pitch, bh = 1.15, 0.8
     xs = {"tokens": 0.3, "router": 3.0, "experts": 8.3, "combine": 13.6}
-    width, height = 16.6, n * pitch + 1.6
+    width, height = 16.6, n * pitch + 1.4
     c = Canvas(width, height, f"mixture of experts over {n} ranks: {E} experts, top-{k}",
                f"{TOKENS // n} tokens and {per_rank} experts per rank; both "
                "all_to_all_single calls carry uneven pieces")
-    top = 1.1
+    top = 0.95
     for x, label in ((xs["tokens"] + 1.0, "tokens"), (xs["router"] + 1.2, "router, top-k"),
                      ((xs["router"] + 2.4 + xs["experts"]) / 2, "all_to_all"),
                      (xs["experts"] + 1.5, "experts"),
                      ((xs["experts"] + 3.0 + xs["combine"]) / 2, "all_to_all back"),
                      (xs["combine"] + 1.4, "combine")):
-        c.text(x, 0.5, label, size=SMALL, bold=True)
+        c.text(x, 0.45, label, size=SMALL, bold=True)
     for r in range(n):
         y = top + r * pitch
         face, edge = rank_colour(r, True), rank_colour(r)
@@ -60,7 +60,7 @@ def draw_moe(world_size: int, per_rank: int = EXPERTS_PER_RANK, k: int = TOP_K) 
                     lw=1.0, gid=f"dispatch:{r}>{s}")
             c.arrow((xs["experts"] + 3.0, y1), (xs["combine"], y0), colour=rank_colour(r),
                     lw=1.0, dashed=True, gid=f"combine:{s}>{r}")
-    c.text(0.3, top + n * pitch + 0.1, "first an all_to_all of the counts (rows for each "
+    c.text(0.3, top + n * pitch + 0.05, "first an all_to_all of the counts (rows for each "
            "expert), then the rows; the results return by the reverse splits",
            size=SMALL, colour=MUTED, ha="left")
     return c.fig

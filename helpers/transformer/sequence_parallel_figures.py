@@ -19,51 +19,59 @@ SEQUENCE, TENSOR = "#e8eef7", "#fdf1e4"     # the two regions' backgrounds
 
 def draw_block_split(world_size: int) -> Figure:
     """The block as a chain of steps, twice: tensor parallel alone (top) and with sequence
-    parallelism (bottom). Each step's boxes say what each rank holds; between the regions
-    the collective that joins them, forward / backward."""
+    parallelism (bottom), the steps named once, at the top. Each step's boxes say what each
+    rank holds; between the regions the collective that joins them, forward / backward."""
     n = world_size
     steps = ["LN1", "attention (q k v, o)", "+ x", "LN2", "MLP (fc1, fc2)", "+ h"]
     kinds = ["norm", "tensor", "norm", "norm", "tensor", "norm"]
     width, step_w, gap = 22.0, 2.9, 0.75
-    c = Canvas(width, 12.2, f"the block over {n} ranks: split by heads, then also by sequence",
+    pitch = min(0.48, 2.8 / n)                  # one rank's box and the space under it
+    label = 7.5                                # the ranks' and the joins' text, in points
+    names_h = 0.95                             # the steps' names, above the first row
+    row_h = lambda first: 0.45 + (names_h if first else 0.15) + n * pitch + 0.1 + 1.0
+    c = Canvas(width, row_h(True) + row_h(False) + 0.05,
+               f"the block over {n} ranks: split by heads, then also by sequence",
                f"{N_HEADS} heads = {N_HEADS // n} per rank; {D_FF} hidden features = "
                f"{D_FF // n} per rank; {SEQ} tokens = {SEQ // n} per rank (sequence parallel)")
 
     def row(y: float, sequence: bool, title: str, joins: Sequence[tuple[str, str]]) -> None:
-        c.text(0.2, y - 0.55, title, ha="left", size=SMALL + 1, bold=True)
+        c.text(0.2, y + 0.2, title, ha="left", size=SMALL, bold=True)
+        top = y + 0.45
+        first = y + 0.45 + (names_h if not sequence else 0.15)      # the first rank's box
         x, j = 0.2, 0
         for step, kind in zip(steps, kinds):
             tensor = kind == "tensor"
-            c.box(x - 0.1, y - 0.15, step_w + 0.2, 4.2, face=TENSOR if tensor else (
-                SEQUENCE if sequence else "white"), edge="none")
-            # the name on two lines where it has a detail: it stays inside its region
-            c.text(x + step_w / 2, y + 0.3, step.replace(" (", "\n("), size=SMALL, bold=True)
-            h = 2.8 / n
+            c.box(x - 0.1, top, step_w + 0.2, first + n * pitch + 0.05 - top,
+                  face=TENSOR if tensor else (SEQUENCE if sequence else "white"), edge="none")
+            if not sequence:       # named once; two lines where it has a detail: it stays
+                c.text(x + step_w / 2, top + names_h / 2, step.replace(" (", "\n("),
+                       size=SMALL, bold=True)                # inside its region
             for r in range(n):
-                label = (f"heads {r * N_HEADS // n}–{(r + 1) * N_HEADS // n - 1}"
-                         if step.startswith("att") else f"features {r * D_FF // n}–"
-                         f"{(r + 1) * D_FF // n - 1}" if tensor else
-                         f"tokens {r * SEQ // n}–{(r + 1) * SEQ // n - 1}" if sequence
-                         else "every token")
-                c.box(x, y + 0.95 + r * h, step_w, h - 0.08, f"r{r}: {label}",
-                      face=rank_colour(r, True), edge=rank_colour(r), size=SMALL - 1.5,
+                text = (f"heads {r * N_HEADS // n}–{(r + 1) * N_HEADS // n - 1}"
+                        if step.startswith("att") else f"features {r * D_FF // n}–"
+                        f"{(r + 1) * D_FF // n - 1}" if tensor else
+                        f"tokens {r * SEQ // n}–{(r + 1) * SEQ // n - 1}" if sequence
+                        else "every token")
+                c.box(x, first + r * pitch, step_w, pitch - 0.06, f"r{r}: {text}",
+                      face=rank_colour(r, True), edge=rank_colour(r), size=label,
                       gid=f"{'sp' if sequence else 'tp'}:{step}:{r}")
             x += step_w
             if step != steps[-1]:
-                c.arrow((x + 0.05, y + 2.2), (x + gap - 0.05, y + 2.2), colour=INK)
+                mid = first + n * pitch / 2
+                c.arrow((x + 0.05, mid), (x + gap - 0.05, mid), colour=INK)
             if kind != kinds[min(len(kinds) - 1, steps.index(step) + 1)] and j < len(joins):
                 name, detail = joins[j]
-                c.text(x + gap / 2, y + 4.35, f"{name}\n{detail}", size=SMALL - 1.5,
-                       colour=MUTED)
+                c.text(x + gap / 2, first + n * pitch + 0.52, f"{name}\n{detail}",
+                       size=label, colour=MUTED)
                 j += 1
             x += gap
     tp = [("Megatron's f", "fwd: –\nbwd: all_reduce"),
           ("Megatron's g", "fwd: all_reduce\nbwd: –")] * 2
     sp = [("SP's g", "fwd: all_gather\nbwd: reduce_scatter"),
           ("SP's ḡ", "fwd: reduce_scatter\nbwd: all_gather")] * 2
-    row(1.3, False, "tensor parallel (Megatron-LM): the LayerNorms and residuals replicated", tp)
-    row(7.3, True, "tensor + sequence parallel (Korthikanti et al.): the LayerNorm region "
-        "split by tokens", sp)
+    row(0.0, False, "tensor parallel (Megatron-LM): the LayerNorms and residuals replicated", tp)
+    row(row_h(True), True, "tensor + sequence parallel (Korthikanti et al.): the LayerNorm "
+        "region split by tokens", sp)
     return c.fig
 
 

@@ -704,7 +704,7 @@ CLAIMS: tuple[Claim, ...] = (
     gloo("17-functional-collectives-not-counted", "17_tensor_parallel", "cell-29",
          "the output is an `AsyncCollectiveTensor` of torch's functional\ncollectives",
          "17-parallelize-module-functional"),
-    Claim("17-parallelize-module-same-output", "17_tensor_parallel", "cell-00",
+    Claim("17-parallelize-module-same-output", "17_tensor_parallel", "in-detail",
           "torch's own `parallelize_module` gives the same output", "test",
           "tests/notebooks/test_17_tensor_parallel.py::test_tensor_parallel_notebook"),
     gloo("17-f-backward-needs-input-grad", "17_tensor_parallel", "cell-19",
@@ -874,7 +874,7 @@ CLAIMS: tuple[Claim, ...] = (
           "test", "tests/notebooks/test_18_pipeline_parallel.py::test_pipeline_parallel_notebook"),
     gloo("18-remember-torch-refuses-m-below-p", "18_pipeline_parallel", "cell-33",
          "then \"1B1F\" steps, and refuses\n  *m* < *p*", "18-torch-schedule-order"),
-    Claim("18-torch-gpipe-same-loss", "18_pipeline_parallel", "cell-00",
+    Claim("18-torch-gpipe-same-loss", "18_pipeline_parallel", "in-detail",
           "`torch.distributed.pipelining.ScheduleGPipe` on the same stages gives the same loss",
           "test", "tests/notebooks/test_18_pipeline_parallel.py::test_pipeline_parallel_notebook"),
     Claim("18-cuda-async", "18_pipeline_parallel", "cell-07",
@@ -1040,7 +1040,7 @@ CLAIMS: tuple[Claim, ...] = (
           "with FSDP2 on top, a part of those rows only, the rest gathered from the column "
           "when the forward needs them", "test",
           "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
-    Claim("19-learn-torch-same-parameters", "19_two_d_parallel", "cell-00",
+    Claim("19-learn-torch-same-parameters", "19_two_d_parallel", "in-detail",
           "the same parameters after the same steps", "test",
           "tests/notebooks/test_19_two_d_parallel.py::test_two_d_notebook"),
     # 20 tensor and sequence parallelism on the block
@@ -1136,7 +1136,7 @@ CLAIMS: tuple[Claim, ...] = (
           "phase by phase, what the\nhand-built sequence-parallel block's calls write on gloo",
           "test",
           "tests/notebooks/test_20_tensor_sequence_parallel.py::test_tensor_sequence_parallel_notebook"),
-    Claim("20-torch-same-outputs-gradients-bytes", "20_tensor_sequence_parallel", "c00",
+    Claim("20-torch-same-outputs-gradients-bytes", "20_tensor_sequence_parallel", "in-detail",
           "the same outputs, gradients and bytes", "test",
           "tests/notebooks/test_20_tensor_sequence_parallel.py::test_tensor_sequence_parallel_notebook"),
     gloo("20-dtensor-heads-counted-whole", "20_tensor_sequence_parallel", "c45",
@@ -1204,7 +1204,7 @@ CLAIMS: tuple[Claim, ...] = (
           "extra statistics (m(x), ℓ(x)), we can compute softmax one block at a time.'; its "
           "reference [60]: 'Maxim Milakov and Natalia Gimelshein. Online normalizer "
           "calculation for softmax. arXiv preprint arXiv:1805.02867, 2018.'"),
-    gloo("21-cp-all-gathers-k-and-v", "21_context_parallel", "cell-00",
+    gloo("21-cp-all-gathers-k-and-v", "21_context_parallel", "in-detail",
          "it all-gathers K and V instead of passing them\n  round a ring, and it refuses the "
          "causal mask", "21-context-parallel-on-gloo"),
     gloo("21-cp-shards-zigzag", "21_context_parallel", "cell-36",
@@ -1339,7 +1339,7 @@ CLAIMS: tuple[Claim, ...] = (
           "the backward of an `all_to_all_single` is an `all_to_all_single` with the **split "
           "sizes swapped**", "test",
           "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
-    Claim("22-gradients-of-one-process", "22_expert_parallel", "cell-00",
+    Claim("22-gradients-of-one-process", "22_expert_parallel", "in-detail",
           "both give the gradients of one process", "test",
           "tests/notebooks/test_22_expert_parallel.py::test_expert_parallel_notebook"),
     Claim("22-own-piece-not-sent", "22_expert_parallel", "cell-37",
@@ -1411,7 +1411,7 @@ CLAIMS: tuple[Claim, ...] = (
           "The parameters are still right", "test",
           "tests/notebooks/test_23_accumulation_compression.py::"
           "test_accumulation_compression_notebook"),
-    Claim("23-no-sync-equals-whole-batch", "23_accumulation_compression", "cell-00",
+    Claim("23-no-sync-equals-whole-batch", "23_accumulation_compression", "in-detail",
           "equal to one process on the\n  whole batch", "test",
           "tests/notebooks/test_23_accumulation_compression.py::"
           "test_accumulation_compression_notebook"),
@@ -1450,11 +1450,11 @@ CLAIMS: tuple[Claim, ...] = (
          "`ScheduleInterleaved1F1B` holds what our interleaved 1F1B\nholds, 2(*p* − *r* − 1) + "
          "*p* + 1 on rank *r*; the two zero-bubble schedules hold 2*p* on\nevery rank, and "
          "`ScheduleDualPipeV` 2*p* + 1", "24-torch-multi-stage-schedules"),
-    gloo("24-torch-equal-gradients", "24_pipeline_schedules", "title",
+    gloo("24-torch-equal-gradients", "24_pipeline_schedules", "in-detail",
          "torch's own `ScheduleInterleaved1F1B`, `ScheduleInterleavedZeroBubble`,\n"
          "`ScheduleZBVZeroBubble` and `ScheduleDualPipeV` on the same stages: the gradients",
          "24-torch-multi-stage-schedules"),
-    Claim("24-narayanan-interleaved-bubble", "24_pipeline_schedules", "model",
+    Claim("24-narayanan-interleaved-bubble", "24_pipeline_schedules", "picture-text",
           "Figure 4 and section 2.2.2) cuts each rank's\nwork into *v* chunks: the ramp up "
           "and down is made of chunks, 1/*v* of the time, so the\nbubble is (*p* − 1)/(*v*·*m*) "
           "of the compute", "source",
@@ -1468,7 +1468,7 @@ CLAIMS: tuple[Claim, ...] = (
           "each stage or chunk will now be t_f/v and t_b/v. The pipeline bubble time thus "
           "reduces to t_pb^int. = (p−1)·(t_f+t_b)/v, and the bubble time fraction is then: "
           "t_pb^int./t_id = 1/v · (p−1)/m.'"),
-    Claim("24-zbh1-paper-figure-3-top", "24_pipeline_schedules", "model",
+    Claim("24-zbh1-paper-figure-3-top", "24_pipeline_schedules", "picture-text",
           "ZB-H1 (Qi et al. 2024, Figure 3, top) runs\nI as soon as it can", "source",
           "Qi et al. 2024, Zero Bubble (Almost) Pipeline Parallelism, arXiv 2401.10241, read "
           "in a stored copy of the paper's text: 'Figure 3: Handcrafted pipeline schedules, "
@@ -1747,18 +1747,18 @@ CLAIMS: tuple[Claim, ...] = (
          '"Connection closed by peer" or "Connection reset by peer"', "26-dead-peer-fails-fast"),
     gloo("26-dead-peer-bounded", "26_checkpoints_failures", "cell-12",
          "Either way the wait is bounded by the collective timeout", "26-dead-peer-fails-fast"),
-    gloo("26-dead-peer-other-ranks-error", "26_checkpoints_failures", "cell-00",
+    gloo("26-dead-peer-other-ranks-error", "26_checkpoints_failures", "in-detail",
          "an error within the\n  collective timeout (seconds), not a hang",
          "26-dead-peer-fails-fast"),
-    gloo("26-dcp-loads-at-another-world-size", "26_checkpoints_failures", "cell-00",
+    gloo("26-dcp-loads-at-another-world-size", "26_checkpoints_failures", "in-detail",
          "a checkpoint saved at one world size **loads at another**", "26-dcp-reshards"),
     gloo("26-dcp-each-rank-reads-its-rows", "26_checkpoints_failures", "cell-14",
          "each rank reads the pieces of the rows it now owns", "26-dcp-reshards"),
-    gloo("26-dcp-adam-state-equal", "26_checkpoints_failures", "cell-00",
+    gloo("26-dcp-adam-state-equal", "26_checkpoints_failures", "in-detail",
          "equal to the saved\n  state to the last bit, Adam's state included", "26-dcp-reshards"),
     gloo("26-async-save-returns-before-write", "26_checkpoints_failures", "cell-24",
          "returns a `Future` before\nthe write completes", "26-async-save-returns-early"),
-    gloo("26-async-save-returns-before-write-intro", "26_checkpoints_failures", "cell-00",
+    gloo("26-async-save-returns-before-write-intro", "26_checkpoints_failures", "in-detail",
          "it returns before its write is complete", "26-async-save-returns-early"),
     gloo("26-async-save-returns-before-write-remember", "26_checkpoints_failures", "cell-39",
          "`dcp.async_save` returns before its\n  write is complete",

@@ -43,8 +43,10 @@ def test_notebook00_default_reports_each_of_4_ranks_once(tmp_path, monkeypatch):
     assert output_text(script).rstrip("\n") == _script().rstrip("\n")   # printed as it is
     assert "4 rank(s) · backend gloo" in text
     assert "only rank 0 runs this cell" in text
-    pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
-    assert len(pngs) == 1, "the barrier plot, shown once"
+    pngs = [(c.id, o) for c in nb.cells for o in c.get("outputs", [])
+            if "image/png" in o.get("data", {})]
+    assert [cid for cid, _ in pngs] == ["scheme", "c16"], "the scheme, then the barrier plot"
+    assert nb.cells[1].id == "scheme" and nb.cells[1].execution_count == 1   # before the ranks
     # the barrier animation ends with each rank's recorded arrival and departure
     spans = only_animation(nb, "spans")["last"]["spans"]["dist.barrier()"]
     printed = re.findall(r"rank (\d): arrived after ([\d.]+) s, left the barrier after "
@@ -122,4 +124,6 @@ def test_the_barrier_cell_runs_as_a_torchrun_script(tmp_path):
     assert sorted(int(r) for r, _, _ in lines) == [0, 1], out
     last_arrival = max(float(arrived) for _, arrived, _ in lines)
     assert last_arrival >= 0.19                               # rank 1 slept 0.2 s
-    assert all(float(left) >= last_arrival - 0.01 for _, _, left in lines), lines
+    # each clock starts as its rank leaves the first barrier, tens of ms apart on a busy
+    # machine: 0.1 s slack, half of what rank 0 would gain if the barrier did not wait
+    assert all(float(left) >= last_arrival - 0.1 for _, _, left in lines), lines

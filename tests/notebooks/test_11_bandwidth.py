@@ -67,7 +67,12 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
 
     text = notebook_text(nb)
     check_tables(nb, rows)
-    assert png_count(nb) >= 5  # busbw, latency, bytes on the wire, α-β fit, ring vs tree
+    assert png_count(nb) >= 6  # scheme, busbw, latency, bytes on the wire, α-β fit, ring/tree
+    scheme = nb.cells[1]       # the scheme (the α-β model, 4 ranks) first, before any run
+    assert scheme.id == "scheme" and "scheme" in scheme.metadata["tags"]
+    assert "draw_alpha_beta(4)" in scheme.source and "cluster" not in scheme.source
+    assert [o for o in scheme.outputs if "image/png" in o.get("data", {})]
+    assert nb.cells[2].source.startswith("## What the picture shows")
     before_fit = text.split("α-β fit, ring terms")[0]   # the self-checks before the α-β fit
     assert "✓" in before_fit and "✗" not in before_fit
     for rank in range(N):

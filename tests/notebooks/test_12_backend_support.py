@@ -10,6 +10,11 @@ from notebook_runner import assert_records_match_model, execute, notebook_text, 
 from reports import assert_all_pass, shown_reports
 
 from helpers.collectives import registry, support
+from helpers.collectives.backend_table import documented
+
+# The survey's collectives under the names of torch's table (the scheme's rows)
+TABLE_NAME = {"reduce_scatter_single": "reduce_scatter", "all_gather_single": "all_gather",
+              "all_to_all_single": "all_to_all"}
 
 
 @pytest.mark.notebook
@@ -51,4 +56,21 @@ def test_backend_support_notebook(n_ranks, tmp_path, monkeypatch):
         "all_reduce · float32 · BAND", "all_reduce · bool · AVG", "reduce_scatter · float16 · MAX",
         "all_reduce · int8 · PRODUCT", "all_to_all · bfloat16"]
     assert f"backend gloo (torch {found['torch']})" in text
-    assert png_count(nb) >= 1
+    assert png_count(nb) >= 2
+    check_scheme(nb, statuses)
+
+
+def check_scheme(nb, statuses: dict) -> None:
+    """The scheme (torch's documented table) is the first code cell and shows one picture;
+    its gloo CPU column does not contradict the survey the page shows: every function the
+    survey probes is documented ✓ there, and the survey accepted it in some case."""
+    scheme = nb.cells[1]
+    assert scheme.id == "scheme" and "scheme" in scheme.metadata["tags"]
+    assert [o for o in scheme.outputs if "image/png" in o.get("data", {})]
+    assert nb.cells[2].source.startswith("## What the picture shows")
+    probed = {collective for collective, _, _ in statuses}
+    for collective in probed:
+        names = (["send", "recv"] if collective == "send_recv"
+                 else [TABLE_NAME.get(collective, collective)])
+        assert all(documented(name, "gloo", "CPU") == "✓" for name in names), collective
+        assert any(s == "ok" for (c, _, _), s in statuses.items() if c == collective), collective

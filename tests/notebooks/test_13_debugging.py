@@ -185,6 +185,41 @@ def test_exercise_and_saved_diagnoses(debugging):
     assert any("image/png" in o.get("data", {}) for o in picture.outputs), picture.outputs
 
 
+ERROR_OF = {   # the words of the scheme (helpers.figures.mistakes_scheme), as errors say them
+    "✗ at once": ("Detected mismatch", "invalid root rank", "Incorrect input list size"),
+    "✗ timed out": ("Timed out", "failed to pass monitoredBarrier"),
+    "✗ died": ("died",),
+}
+
+
+@pytest.mark.notebook
+def test_the_scheme_under_the_title_is_what_this_run_shows(debugging):
+    """The first-screen scheme is drawn from the notebook's taxonomy, not from a run: each
+    diagnosis this run recorded has, rank by rank, the colour of its row in the scheme
+    (helpers.figures.diagnoses.verdict), and each failed rank's error the row's words."""
+    from helpers.figures.diagnoses import verdict
+    from helpers.figures.mistakes_scheme import ROW_OF_DIAGNOSIS, NEVER_CALLED, mistakes
+
+    nb, history = debugging
+    rows = mistakes(N_RANKS)
+    assert len(history) == len(ROW_OF_DIAGNOSIS)
+    for diagnosis, row in zip(history, (rows[i] for i in ROW_OF_DIAGNOSIS)):
+        assert [verdict(diagnosis, r)[0] for r in range(N_RANKS)] == \
+            [colour for colour, _ in row.ranks], (row.what, diagnosis)
+        assert diagnosis["group_usable"] == row.group_usable
+        errors = {f["rank"]: f["error"] for f in diagnosis["failed"]}
+        for rank, (_, words) in enumerate(row.ranks):
+            if words == NEVER_CALLED:
+                assert rank in diagnosis["skipped"] and rank not in errors
+            elif words in ERROR_OF:
+                assert any(e in errors[rank] for e in ERROR_OF[words]), (words, errors[rank])
+                if words == "✗ at once":
+                    assert "Timed out" not in errors[rank]
+    [scheme] = [c for c in nb.cells if c.get("id") == "scheme"]
+    assert nb.cells.index(scheme) == 1 and scheme.execution_count == 1   # before the ranks
+    assert [o for o in scheme.outputs if "image/png" in o.get("data", {})], scheme.outputs
+
+
 FAILING = {   # each mistake's cell, the ranks that fail, and the rank whose traceback shows
     "rank 1: 5 elements": (range(N_RANKS), 0, "Detected mismatch between collectives"),
     "torch.float64 if rank == 1": (range(N_RANKS), 0, "Detected mismatch between collectives"),

@@ -316,7 +316,7 @@ def test_srun_torchrun_recipe(hosts, request, tmp_path):
                        r"([\d.]+) s", printed)
     assert sorted(int(r) for r, _, _ in lines) == [0, 1], printed
     last_arrival = max(float(arrived) for _, arrived, _ in lines)
-    assert last_arrival >= 0.19 and all(float(left) >= last_arrival - 0.01
+    assert last_arrival >= 0.19 and all(float(left) >= last_arrival - 0.1
                                         for _, _, left in lines), lines
     # each node's torchrun kept its logs beside the job, none in a folder of its own
     assert sorted(p.name for p in (tmp_path / "torchrun-logs").iterdir()) == \

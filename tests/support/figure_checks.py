@@ -46,8 +46,8 @@ def check_figures(nb: nbformat.NotebookNode, stem: str) -> None:
     failures = []
     for where, audit in figure_audits(nb):
         if audit is None:
-            failures.append(f"{where}: no figure audit (helpers.figures.audit.install() "
-                            "did not run in the kernel)")
+            failures.append(f"{where}: no figure audit (the kernel did not run "
+                            "helpers.figures.audit.install(): tools.execute.AUDIT_ARGUMENTS)")
             continue
         failures += [f"{where}: {problem}" for problem in FigureAudit(**audit).problems()]
     assert not failures, f"{stem}: figures that do not read at 1280 px:\n" + "\n".join(failures)

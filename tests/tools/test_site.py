@@ -45,6 +45,8 @@ HEADINGS = ["Train, then save with `torch.distributed.checkpoint`",
             "The same stages through `torch.distributed.pipelining`",
             "`dcp.async_save`: training goes on while the checkpoint is written",
             "Pitfall, run for real: forgetting to divide by `world_size`"]
+SCHEME = ("import matplotlib.pyplot as plt\n\nscheme_figure = plt.figure(figsize=(10, 3.2))\n"
+          "plt.plot([0, 1], [0, 1])\nplt.show()")
 THUMBNAIL = ("import matplotlib.pyplot as plt\n\nplt.figure(figsize=(3, 2))\n"
              "plt.plot([0, 1], [1, 0])\nplt.show()")
 
@@ -60,6 +62,9 @@ def _tiny(stem: str) -> nbformat.NotebookNode:
     if stem == "09_tiny":
         cells += [nbformat.v4.new_markdown_cell(f"## {heading}\n\nWords under it.")
                   for heading in HEADINGS]
+        scheme = nbformat.v4.new_code_cell(SCHEME)     # the picture under the title
+        scheme.metadata["tags"] = ["scheme"]
+        cells.insert(1, scheme)
     if stem == "01_tiny":
         solution = nbformat.v4.new_code_cell(ANSWER)
         solution.metadata["tags"] = ["solution"]
@@ -354,3 +359,26 @@ def test_the_contents_column_is_not_cut_at_1280_px(html_dir, tab):
     for entry in entries:
         assert entry["right"] <= min(entry["column"], entry["window"]) + 0.5, entry
         assert entry["scroll"] <= entry["client"], entry
+
+
+def test_the_first_screen_is_the_title_the_bullets_and_the_scheme_without_its_code(html_dir,
+                                                                                   chromium):
+    """Issue 50, item 1: at 1280×800 the scheme cell's picture (tag `scheme`, right under
+    the title) is whole on the first screen, under the bullets; its code is not on the page."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        page.goto((html_dir / "09_tiny.html").as_uri(), wait_until="load")
+        found = page.evaluate("""() => {
+          const article = document.querySelector('article');
+          const img = [...article.querySelectorAll('img')]
+              .find(i => i.getBoundingClientRect().height > 40);
+          const learn = [...article.querySelectorAll('li')].pop().getBoundingClientRect();
+          const box = img.getBoundingClientRect();
+          return {top: box.top, bottom: box.bottom, learned: learn.bottom,
+                  code: article.innerText.includes('scheme_figure')};
+        }""")
+    finally:
+        context.close()
+    assert found["learned"] <= found["top"] and found["bottom"] <= 800, found
+    assert not found["code"], "the scheme cell's code is on the page"
