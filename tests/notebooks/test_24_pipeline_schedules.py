@@ -2,6 +2,8 @@
 multi-stage schedules) executed on gloo, checked against references computed here."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from notebook_runner import notebook_text, png_count
@@ -176,9 +178,15 @@ def test_pipeline_schedules_notebook(n_ranks, tmp_path, monkeypatch):
         assert row["measured"] == pytest.approx(measured, abs=1e-9)
 
     text = notebook_text(nb)
-    for r in (0, 1):
-        assert (f"rank {r}: raised after 3." in text
-                and "Timed out waiting 3000ms for recv operation" in text)
+    raised = re.findall(r"rank ([01]): raised after ([\d.]+) s: (.+)", text)
+    assert sorted(int(r) for r, _, _ in raised) == [0, 1], raised    # neither went through
+    assert all(2.5 <= float(s) <= 10 for _, s, _ in raised), raised    # the 3 s timeout
+    # the first rank to time out closes the pair: its peer reads its own timeout or the
+    # closed connection, whichever comes first (on a loaded machine, either: suite s51a)
+    reasons = [why for _, _, why in raised]
+    assert any("Timed out waiting 3000ms for recv operation" in why for why in reasons)
+    assert all("Timed out waiting 3000ms" in why or "Connection closed by peer" in why
+               for why in reasons), reasons
     assert "went through" not in text
     assert "simulate: deadlock at slot 0" in text
     assert ("our interleaved 1F1B and torch's ScheduleInterleaved1F1B: the same order on "

@@ -41,10 +41,11 @@ INTRO_STEPS = {
 
 
 def test_the_introductions_step_counts_are_the_models():
-    """c00 states each algorithm's latency steps; they must be model_terms' at every n."""
-    intro = _cell("c00")
+    """The introduction (In detail) states each algorithm's latency steps; they must be
+    model_terms' at every n."""
+    intro = _cell("in-detail")
     for algorithm, (words, steps) in INTRO_STEPS.items():
-        assert words in intro, f"c00 no longer says {words!r}"
+        assert words in intro, f"In detail no longer says {words!r}"
         for n in range(2, 17):
             assert model_terms(algorithm, n)[0] == steps(n), (algorithm, n)
 
