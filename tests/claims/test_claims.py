@@ -356,7 +356,31 @@ CLAIMS: tuple[Claim, ...] = (
          "`tensor` is left holding the sum", "avg-int-leaves-the-sum"),
     Claim("12-premul-sum-nccl-only", "12_backend_support", "c18", "It exists for NCCL only",
           "gpu-check", "premul-sum-accepted"),
+    Claim("12-scheme-documented-table", "12_backend_support", "scheme-text",
+          "which says which functions each backend makes available for CPU and for GPU "
+          "tensors", "source",
+          "torch's documentation, torch.distributed, section Backends "
+          "(https://docs.pytorch.org/docs/stable/distributed.html#backends; pytorch/pytorch "
+          "docs/source/distributed.md at 0015d6b, the table the figure's "
+          "helpers/collectives/backend_table.py DOCUMENTED copies, xccl columns left out); "
+          "tests/helpers/test_backend_table.py spot-checks its cells and test_12's "
+          "check_scheme holds its gloo CPU column to this run's survey"),
     # 13 debugging
+    # 13's scheme: each row held to this run's own verdicts by the notebook's test
+    Claim("13-scheme-refused-at-once", "13_debugging", "scheme-text",
+          "Shapes or dtypes that differ (sections 1 and 2) and a `src` that is not a rank\n(3) "
+          "are refused on every rank at once", "test",
+          "tests/notebooks/test_13_debugging.py::test_the_scheme_under_the_title_is_what_this_run_shows"),
+    Claim("13-scheme-scatter-list-short", "13_debugging", "scheme-text",
+          "A `scatter_list` one tensor\nshort (4) is refused at once by the source only; the "
+          "other ranks time out waiting for their\npiece.", "test",
+          "tests/notebooks/test_13_debugging.py::test_the_scheme_under_the_title_is_what_this_run_shows"),
+    Claim("13-scheme-only-rank-0-calls", "13_debugging", "scheme-text",
+          "A collective that only rank 0 calls (5) times out on rank 0", "test",
+          "tests/notebooks/test_13_debugging.py::test_the_scheme_under_the_title_is_what_this_run_shows"),
+    Claim("13-scheme-dead-rank", "13_debugging", "scheme-text",
+          "A rank that dies (6) leaves the others a closed connection or a timeout.", "test",
+          "tests/notebooks/test_13_debugging.py::test_the_scheme_under_the_title_is_what_this_run_shows"),
     gloo("13-detail-names-mismatch", "13_debugging", "c06",
          "That is the DETAIL check: before the real all_reduce"),
     gloo("13-no-checks-shape-kills-at-2", "13_debugging", "c08",

@@ -210,13 +210,30 @@ def test_the_fork_server_and_its_ranks_end_with_their_caller(tmp_path, zygote):
 NAPS = "import time\n\ndef nap(seconds, fds):\n    time.sleep(seconds)\n"
 
 
-@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
-def test_a_server_that_cannot_tell_its_caller_a_child_ended_ends_the_others(tmp_path):
-    """The server tells its caller of each child's end. A caller killed just as a child
-    ended is gone before the server hears its end of file, and the send fails: the server
-    must still end the other children (s45: a rank outlived its killed caller)."""
+def _caller_stops_reading(server: forkserver.ForkServer, napper) -> None:
+    """A caller killed just as a child ended is gone before the server hears its end of
+    file: the server's send of that end fails (s45: a rank outlived its killed caller)."""
     import socket
+    server._sock.shutdown(socket.SHUT_RD)   # the next send fails, as to a gone caller
 
+
+def _caller_dies_with_a_notice_unread(server: forkserver.ForkServer, napper) -> None:
+    """A caller that dies with the server's notice of a child's end unread resets the
+    socket: the server's next read raises ECONNRESET, not end of file (stop 55's CI)."""
+    import time
+    deadline = time.monotonic() + 30
+    while running(napper.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)                        # the server has sent "ended"; never read
+    server._sock.close()                   # as the kernel closes a killed caller's
+
+
+@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
+@pytest.mark.parametrize("gone", [_caller_stops_reading, _caller_dies_with_a_notice_unread],
+                         ids=["send fails", "notice unread"])
+def test_a_server_whose_caller_is_gone_ends_the_other_children(tmp_path, gone):
+    """The server tells its caller of each child's end; however the caller went (`gone`),
+    the server must end the other children and exit."""
     from conftest import REPO
 
     (tmp_path / "naps.py").write_text(NAPS)
@@ -224,9 +241,9 @@ def test_a_server_that_cannot_tell_its_caller_a_child_ended_ends_the_others(tmp_
     server = forkserver.ForkServer(forkserver.Kind((), "naps:nap"), env, str(REPO))
     devnull, sleeper = os.open(os.devnull, os.O_RDWR), None
     try:
-        server.fork(0.3, env, str(tmp_path), [devnull] * 3)
+        napper = server.fork(0.3, env, str(tmp_path), [devnull] * 3)
         sleeper = server.fork(120, env, str(tmp_path), [devnull] * 3)
-        server._sock.shutdown(socket.SHUT_RD)   # the next send fails, as to a gone caller
+        gone(server, napper)
         assert server.process.wait(timeout=30) == 0, server._log_tail()
         assert not running(sleeper.pid), "a child outlived the server"
     finally:
@@ -234,37 +251,6 @@ def test_a_server_that_cannot_tell_its_caller_a_child_ended_ends_the_others(tmp_
         if sleeper is not None and running(sleeper.pid):
             os.kill(sleeper.pid, signal.SIGKILL)
         server.close()
-
-
-@pytest.mark.skipif(not forkserver.available(), reason="no fork server on this platform")
-def test_a_caller_gone_with_a_notice_unread_resets_the_server_which_ends_the_others(tmp_path):
-    """A caller that dies with the server's notice of a child's end still unread resets
-    the socket: the server's next read raises ECONNRESET, not end of file. It must end the
-    other children all the same (stop 55's CI: a rank outlived its killed caller)."""
-    import time
-
-    from conftest import REPO
-
-    (tmp_path / "naps.py").write_text(NAPS)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    server = forkserver.ForkServer(forkserver.Kind((), "naps:nap"), env, str(REPO))
-    devnull, sleeper = os.open(os.devnull, os.O_RDWR), None
-    try:
-        napper = server.fork(0.1, env, str(tmp_path), [devnull] * 3)
-        sleeper = server.fork(120, env, str(tmp_path), [devnull] * 3)
-        deadline = time.monotonic() + 30
-        while running(napper.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)                        # the server has sent "ended"; never read
-        server._sock.close()                   # as the kernel closes a killed caller's
-        assert server.process.wait(timeout=30) == 0, server._log_tail()
-        assert not running(sleeper.pid), "a child outlived the server"
-    finally:
-        os.close(devnull)
-        if sleeper is not None and running(sleeper.pid):
-            os.kill(sleeper.pid, signal.SIGKILL)
-        server.process.kill()
-        server.process.wait()
 
 
 def test_without_a_fork_server_each_rank_is_a_new_python(monkeypatch):
