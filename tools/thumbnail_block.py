@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from matplotlib.patches import Rectangle
 
-from tools.thumbnail_training import RANK_COLORS, _ranks, _size
+from tools.thumbnail_training import IDLE, RANK_COLORS, _ranks, _size, timeline_rows
 from tools.thumbnails import HEIGHT_PX, MIN_FONT, WIDTH_PX, canvas, legend, title
 
 REGIONS = (("layernorm", "LayerNorm region", "#dd8452"),
@@ -167,18 +167,9 @@ def schedules_figure(data: Mapping[str, Any]) -> Any:
         scale = (right - left) / step_time(by_rank)
         ax.text(left, y0 + 12, f"{name} · {step_time(by_rank) * 1e3:.0f} ms", fontsize=MIN_FONT,
                 va="center", fontweight="bold")
-        pitch = (block - 30) / len(by_rank)
-        for r, events in enumerate(by_rank):
-            y = y0 + 26 + r * pitch
-            ax.add_patch(Rectangle((left, y + 1), right - left, pitch - 2, facecolor="#f2f2f2",
-                                   edgecolor="none"))
-            for kind, _mb, begin, end in events:
-                color = dict((key, c) for key, c, _ in SCHEDULE_KINDS).get(kind)
-                if color:
-                    ax.add_patch(Rectangle((left + begin * scale, y + 1), (end - begin) * scale,
-                                           pitch - 2, facecolor=color, edgecolor="none",
-                                           gid=f"{name}:rank{r}:{kind}"))
-    legend(ax, [(color, words) for _, color, words in SCHEDULE_KINDS] + [("#f2f2f2", "idle")],
+        timeline_rows(ax, name, by_rank, left, right, y0 + 26, (block - 30) / len(by_rank),
+                      scale, {key: color for key, color, _ in SCHEDULE_KINDS})
+    legend(ax, [(color, words) for _, color, words in SCHEDULE_KINDS] + [(IDLE, "idle")],
            HEIGHT_PX - 20)
     return fig
 

@@ -13,6 +13,8 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from tools.thumbnails import HEIGHT_PX, MIN_FONT, WIDTH_PX, canvas, legend, title
 
+IDLE = "#f2f2f2"          # a timeline row where its rank computes nothing
+
 RANK_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
                "#17becf")
 ROW_LINK, COL_LINK = "#c2410c", "#1f4e79"
@@ -238,19 +240,27 @@ def pipeline_figure(data: Mapping[str, Any]) -> Any:
         bubble = float(np.mean(bubble_fraction(by_rank)))
         ax.text(left, y0 + 14, f"{name} · {step_time(by_rank) * 1e3:.0f} ms · "
                 f"mean bubble {bubble:.0%}", fontsize=MIN_FONT, va="center", fontweight="bold")
-        pitch = (block - 36) / len(by_rank)
-        for r, events in enumerate(by_rank):
-            y = y0 + 30 + r * pitch
-            ax.add_patch(Rectangle((left, y + 1), right - left, pitch - 2, facecolor="#f2f2f2",
-                                   edgecolor="none"))
-            for kind, _mb, begin, end in events:
-                if kind in COMPUTE:
-                    ax.add_patch(Rectangle((left + begin * scale, y + 1), (end - begin) * scale,
-                                           pitch - 2, facecolor=COLOURS[kind], edgecolor="none",
-                                           gid=f"{name}:rank{r}:{kind}"))
+        timeline_rows(ax, name, by_rank, left, right, y0 + 30, (block - 36) / len(by_rank),
+                      scale, {kind: COLOURS[kind] for kind in COMPUTE})
     legend(ax, [(COLOURS["forward"], "forward"), (COLOURS["backward"], "backward"),
-                ("#f2f2f2", "idle")], HEIGHT_PX - 20)
+                (IDLE, "idle")], HEIGHT_PX - 20)
     return fig
+
+
+def timeline_rows(ax: Any, name: str, by_rank: Sequence[list], x0: float, x1: float,
+                  top: float, pitch: float, scale: float, colour_of: Mapping[str, str]) -> None:
+    """One row per rank from `top`, `pitch` apart: the whole row idle grey, then each event
+    of a kind in `colour_of` in its colour, at `scale` px a second from x0 (gid
+    "name:rankR:kind"). Notebooks 18 and 24's measured timelines."""
+    for r, events in enumerate(by_rank):
+        y = top + r * pitch
+        ax.add_patch(Rectangle((x0, y + 1), x1 - x0, pitch - 2, facecolor=IDLE,
+                               edgecolor="none"))
+        for kind, _mb, begin, end in events:
+            if kind in colour_of:
+                ax.add_patch(Rectangle((x0 + begin * scale, y + 1), (end - begin) * scale,
+                                       pitch - 2, facecolor=colour_of[kind], edgecolor="none",
+                                       gid=f"{name}:rank{r}:{kind}"))
 
 
 DRAWINGS: dict[str, Callable[[dict], Any]] = {
