@@ -26,7 +26,7 @@ html_title = "nccl-notebooks"   # after each page's own title: "05 · all_reduce
 author = "nccl-notebooks"
 copyright = "the nccl-notebooks authors"
 
-extensions = ["myst_nb", "sphinx_copybutton"]
+extensions = ["myst_nb", "sphinx_copybutton", "sphinx_design"]   # design: folded "In detail"
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 nb_execution_mode = "off"
 nb_merge_streams = True

@@ -11,7 +11,8 @@ from importlib import import_module
 _WHERE = {   # each of these is imported by a notebook (tests/tools/test_architecture.py)
     "ClusterConfigError": "helpers.runtime.config", "start_cluster": "helpers.runtime.cluster",
     "load_diagram": "helpers.figures.diagrams", "rank_table": "helpers.figures.display",
-    "plot_barrier": "helpers.figures.display", "grade": "helpers.checks",
+    "plot_barrier": "helpers.figures.display", "plot_ranks": "helpers.figures.display",
+    "grade": "helpers.checks",
     "Report": "helpers.checks", "report": "helpers.collectives.model_check",
     "plot_record": "helpers.figures.plots", "make_record": "helpers.records",
     "save_results": "helpers.records", "save_run": "helpers.records",

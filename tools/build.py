@@ -30,10 +30,11 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.paths import REPO_ROOT, build_dir, results_dir
+from helpers.paths import REPO_ROOT, build_dir
 from helpers.runtime.files import atomic_write
 from tools import site
 from tools.dependencies import dependencies
+from tools.thumbnails import CardError
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BUILD_DIR = build_dir()
@@ -66,16 +67,12 @@ def execute(notebook: Path, timeout_s: int) -> nbformat.NotebookNode:
     return run_notebook(notebook, cell_timeout_s=timeout_s)
 
 
-def result_plot(nb: nbformat.NotebookNode) -> bytes | None:
-    """The first plot of the notebook's results (a cell that calls plot_*), as PNG bytes."""
-    import base64
+def result_plot(nb: nbformat.NotebookNode, stem: str) -> bytes:
+    """The page's own figure: the first PNG of its cell tagged `thumbnail` (tools.thumbnails;
+    CardError, naming the notebook, where there is none)."""
+    from tools.thumbnails import tagged_png
 
-    for cell in nb.cells:
-        if cell.cell_type == "code" and "plot_" in cell.source:
-            for out in cell.get("outputs", []):
-                if "image/png" in out.get("data", {}):
-                    return base64.b64decode(out["data"]["image/png"])
-    return None
+    return tagged_png(nb, stem)
 
 
 def write_thumbnail(png: bytes, path: Path) -> None:
@@ -86,22 +83,12 @@ def write_thumbnail(png: bytes, path: Path) -> None:
 
 
 def write_card_picture(stem: str, executed: Path) -> str:
-    """The index card's picture: per-rank results when saved (tools.thumbnails), else the
-    first result plot of the executed notebook (read only then). Returns a note for the
-    progress line ("" when all went well)."""
-    from tools.thumbnails import thumbnail
-
-    target = THUMBS_DIR / f"{stem}.png"
-    note = ""
-    try:
-        picture = thumbnail(stem, results_dir())
-    except Exception as err:  # a card without its best picture is no reason to fail a page
-        picture, note = None, f" (card picture from the page: {type(err).__name__}: {err})"
-    if picture is not None:
-        atomic_write(target, picture)
-    elif (plot := result_plot(nbformat.read(executed, as_version=4))) is not None:
-        write_thumbnail(plot, target)
-    return note[:200]
+    """The index card's picture: the executed page's figure tagged `thumbnail` (written by
+    tools.slide_marks), letterboxed. A page without one fails with tools.thumbnails.CardError
+    naming the notebook. Returns a note for the progress line ("": nothing to say)."""
+    write_thumbnail(result_plot(nbformat.read(executed, as_version=4), stem),
+                    THUMBS_DIR / f"{stem}.png")
+    return ""
 
 
 def environment_stamp() -> str:
@@ -165,9 +152,13 @@ def build_one(notebook: Path, timeout_s: int, card: bool = False) -> bool:
         return False
     seconds = time.monotonic() - t0
     atomic_write(EXECUTED_DIR / notebook.name, nbformat.writes(nb))
+    try:      # before the stamp: a page without its picture is built again next time
+        note = write_card_picture(notebook.stem, EXECUTED_DIR / notebook.name) if card else ""
+    except CardError as err:
+        print(f"{notebook.name:<32} {seconds:6.1f} s  FAILED: {err}", flush=True)
+        return False
     atomic_write(STAMP_DIR / f"{notebook.stem}.sha256", key)
     atomic_write(STAMP_DIR / f"{notebook.stem}.seconds", f"{seconds:.1f}")
-    note = write_card_picture(notebook.stem, EXECUTED_DIR / notebook.name) if card else ""
     print(f"{notebook.name:<32} {seconds:6.1f} s  ok{engines_note(nb)}{note}", flush=True)
     return True
 
@@ -210,8 +201,13 @@ def finish_site(notebooks: list[Path], todo: list[Path], failed: list[str]) -> i
     t0 = time.monotonic()
     pages = site_pages(notebooks)
     drawn = {notebook.name for notebook in todo} - set(failed)    # their cards: just now
-    for page in (page for page in pages if page.name not in drawn):
-        note = write_card_picture(page.stem, page)   # from the results as they are now
+    for page in (page for page in pages if page.name not in drawn | set(failed)):
+        try:
+            note = write_card_picture(page.stem, page)   # from the page as it is now
+        except CardError as err:
+            print(f"{page.name:<32} FAILED: {err}", flush=True)
+            failed = [*failed, page.name]
+            continue
         if note:
             print(f"{page.name:<32} {note.strip()}", flush=True)
     try:

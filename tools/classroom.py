@@ -5,8 +5,9 @@
   that follows stays, so a student can verify an answer without seeing it.
 - slides: reveal.js slides of the executed notebooks (build/executed, made by
   `make html`) in build/slides/, 1280×720 for a projector. Where the slides break is
-  computed from the cells by tools.slide_layout (its docstring has the rules); the
-  notebooks' slideshow metadata is ignored but for `skip`. reveal.js, require.js and
+  declared in the notebooks' cell metadata (written once by `python -m tools.slide_marks
+  --write`, reviewed in the diff); tools.slide_layout builds the deck from those marks
+  (its docstring has the few rules it applies to outputs). reveal.js, require.js and
   jQuery are copied next to the slides (fetched once with npm), so the slides work
   offline; without npm they load from a CDN, and we say so.
 """
@@ -131,8 +132,9 @@ def series_entries() -> list[Entry]:
 
 def deck_html(nb: nbformat.NotebookNode, stem: str, urls: dict[str, str],
               entries: list[Entry] | None = None) -> str:
-    """The deck of the executed notebook `nb`: laid out (tools.slide_layout), with the
-    series' navigation (`entries`, by default every notebook); reveal.js from `urls`."""
+    """The deck of the executed notebook `nb`: laid out from its slide marks
+    (tools.slide_layout), with the series' navigation (`entries`, by default every
+    notebook); reveal.js from `urls`."""
     body, _ = _exporter(tuple(sorted(urls.items()))).from_notebook_node(layout(nb))
     return slide_nav.with_slide_nav(body, entries or series_entries(), stem)
 

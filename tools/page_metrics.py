@@ -2,6 +2,11 @@
 figures, and where its first picture starts (issue 50's measure of the reader's layer).
 
     python -m tools.page_metrics build/html [--json out.json]
+    python -m tools.page_metrics --page build/executed/27_planning.ipynb [...]
+
+The second form builds the book of just those executed notebooks in a temporary folder
+and measures their pages; both exit 1 when a page misses a target (TARGETS, issue 50:
+code + output ≤ 45 % of the page, figures ≥ 15 %).
 
 Each page of the book is opened from disk in headless Chromium (Debian's `chromium`, driven
 by Playwright, the network cut) at 1280×800, and measured in CSS px as the reader scrolls
@@ -20,6 +25,8 @@ from pathlib import Path
 CHROMIUM = Path("/usr/lib/chromium/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 VIEWPORT = {"width": 1280, "height": 800}
+CODE_OUTPUT_MAX = 0.45     # code + printed output, of the page's height
+FIGURES_MIN = 0.15         # figures, of the page's height
 
 # Is `el` inside a closed <details>, not in its summary line? Folded, so not seen, though
 # Chromium still gives it a box (tests/support/slides.py's deck check uses it too).
@@ -97,18 +104,53 @@ def table(found: dict[str, dict]) -> str:
     return "\n".join([head, *rows])
 
 
+def misses(found: dict[str, dict]) -> list[str]:
+    """A line for each page that misses a target: its page, the share and the target."""
+    lines = []
+    for stem, m in found.items():
+        shown = m["code_share"] + m["output_share"]
+        if shown > CODE_OUTPUT_MAX:
+            lines.append(f"{stem}: code + output {shown:.1%} of the page, over "
+                         f"{CODE_OUTPUT_MAX:.0%}")
+        if m["figure_share"] < FIGURES_MIN:
+            lines.append(f"{stem}: figures {m['figure_share']:.1%} of the page, under "
+                         f"{FIGURES_MIN:.0%}")
+    return lines
+
+
+def measure_pages(executed: list[Path]) -> dict[str, dict]:
+    """Build the book of these executed notebooks in a temporary folder (tools.site, as
+    make html does) and measure their pages."""
+    import tempfile
+
+    from tools import site
+
+    with tempfile.TemporaryDirectory(prefix="page-metrics-") as tmp:
+        html_dir = Path(tmp) / "html"
+        site.render(sorted(executed), html_dir, Path(tmp) / "thumbs", "page metrics")
+        return measure(html_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("html_dir", type=Path)
+    parser.add_argument("html_dir", type=Path, nargs="?")
+    parser.add_argument("--page", type=Path, nargs="+", default=[],
+                        help="executed notebooks: build their pages here, then measure")
     parser.add_argument("--json", type=Path, help="write the measures here too")
     args = parser.parse_args(argv)
-    if not (args.html_dir / "index.html").is_file():
+    if args.page:
+        found = measure_pages(args.page)
+    elif args.html_dir is None or not (args.html_dir / "index.html").is_file():
         parser.error(f"{args.html_dir} holds no built book (no index.html): run make html")
-    found = measure(args.html_dir)
+    else:
+        found = measure(args.html_dir)
     if args.json:
         args.json.write_text(json.dumps(found, indent=1))
     print(table(found))
-    return 0
+    missed = misses(found)
+    print("\n".join(missed) or f"every page within the targets (code + output ≤ "
+          f"{CODE_OUTPUT_MAX:.0%}, figures ≥ {FIGURES_MIN:.0%})")
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

@@ -3,6 +3,12 @@ with what a reader should not meet first folded away.
 
 - The scheme cell (tag `scheme`, right under the title) shows its picture without its code,
   so the first screen is the title, what you will learn and the picture.
+- Plumbing (a code cell tagged `plumbing`: start the ranks, pull, plot, save) shows its
+  outputs and folds its code under one line that names what it calls ("Show code: pull,
+  plot_per_rank"). The taught code (every cell that calls a collective, `dist.…`) is
+  never tagged (tests/tools/test_first_screen.py).
+- "## In detail" (the long explanation under the picture) is folded under its heading,
+  a sphinx-design dropdown the reader opens.
 - Exercises: the worked answer (a cell tagged `solution`) and the outputs of the cells
   that check it are folded ("Show answer", "Show the check"); in the answer's place the
   reader sees the same empty cell the student copies have (tools.exercises).
@@ -20,6 +26,7 @@ page's download).
 """
 from __future__ import annotations
 
+import ast
 import copy
 import html
 import re
@@ -36,6 +43,8 @@ _ENGINE_BLOCK = re.compile(r"^\[stdout:(\d+)\] \n(.*?)(?=^\[stdout:\d+\] \n|\Z)"
                            flags=re.M | re.S)
 _ENGINE_HEADER = re.compile(r"^\[std(?:out|err):\d+\] $")
 _CPP_LOG = re.compile(r"^(?:\[rank\d+\]:)?\[[EWIF]\d{4} ")   # glog: [E1201 16:42:58.2 file:line]
+PLUMBING_TAG = "plumbing"  # a code cell whose code the page folds (its outputs stay)
+DETAIL_HEADING = "## In detail"
 SCHEME_TAG = "scheme"      # the cell that draws the page's scheme, right under its title
 LONG_LINES = 12           # a text output longer than this is folded under its first line
 _COLUMNS = re.compile(r"\S {2,}\S.*\S {2,}\S")    # a row: two gaps of 2+ spaces
@@ -188,11 +197,71 @@ def hide_scheme_code(nb: nbformat.NotebookNode) -> int:
     return hidden
 
 
+def called_names(source: str, most: int = 4) -> list[str]:
+    """The functions and methods a cell calls, in order, without repeats (`cluster.pull(…)`
+    gives "pull"); magics and comments are left out."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("%"))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)),
+                   key=lambda n: (n.lineno, n.col_offset))
+    names: list[str] = []
+    for call in calls:
+        f = call.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+        if name and name not in names and name not in ("print", "len", "range", "list"):
+            names.append(name)
+    return names[:most]
+
+
+def plumbing_summary(source: str) -> str:
+    """The line a folded plumbing cell shows: its first comment, else what it calls."""
+    first = source.lstrip().split("\n", 1)[0].strip()
+    if first.startswith("# ") and not first.startswith("# ✎"):
+        return first[2:].strip()
+    names = called_names(source)
+    return ", ".join(names) if names else "plumbing"
+
+
+def fold_plumbing(nb: nbformat.NotebookNode) -> int:
+    """MyST-NB's `hide-input` on every code cell tagged `plumbing`, under a one-line
+    summary; returns how many."""
+    folded = 0
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        shown = not {"hide-input", "hide-cell", "hide-output"} & set(tags)   # an exercise's
+        if cell.cell_type == "code" and PLUMBING_TAG in tags and shown:    # check keeps its own
+            summary = plumbing_summary(cell.source)
+            _tagged(cell, "hide-input", {"code_prompt_show": f"Show code: {summary}",
+                                         "code_prompt_hide": "Hide code"})
+            folded += 1
+    return folded
+
+
+def fold_details(nb: nbformat.NotebookNode) -> int:
+    """Each markdown cell that opens with "## In detail" as a closed dropdown of the same
+    text (sphinx-design); returns how many."""
+    folded = 0
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith(DETAIL_HEADING + "\n"):
+            body = cell.source[len(DETAIL_HEADING):].strip("\n")
+            fence = ":" * max(4, 1 + max((len(m) for m in re.findall(r"^:{3,}", body,
+                                                                      flags=re.M)), default=0))
+            cell.source = (f"{fence}{{dropdown}} {DETAIL_HEADING[3:]}\n:class-container: "
+                           f"series-in-detail\n\n{body}\n{fence}\n")
+            folded += 1
+    return folded
+
+
 def as_page(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """A copy of the executed notebook, ready for MyST-NB."""
     page = copy.deepcopy(nb)
     hide_scheme_code(page)
     fold_exercises(page)
+    fold_plumbing(page)
+    fold_details(page)
     quiet_engine_headers(page)
     fold_cpp_logs(page)
     shape_text_outputs(page)

@@ -1,26 +1,26 @@
-"""Where the slides of a deck break, computed from the executed notebook (tools.classroom).
+"""A deck laid out from the slide marks its notebook declares (tools.slide_marks writes them).
 
-The notebooks' own slideshow metadata is ignored, but for `skip`: a deck is laid out from
-the cells themselves, so it stays right as the notebooks change. The rules:
+Nothing here decides from the cells' text where a slide breaks: each cell's standard
+`metadata.slideshow.slide_type` ("slide", "subslide", "-", "skip", "notes") and, where a
+cell is cut, its `metadata.slides`: `breaks` (the source lines where a sub-slide starts:
+between whole top-level statements in code, between paragraphs or list items in markdown)
+and `output: "subslide"` (its outputs start a sub-slide of their own). The scheme cell (tag
+`scheme`) shows its picture without its code, as the page does. The build applies the
+marks to the executed notebook and measures only what the committed notebook cannot
+declare, its outputs, by plain rules:
 
-- Every `#`/`##` heading starts a slide; what follows it fills that slide and then
-  sub-slides below it, packed in order by an estimate of each piece's height on a
-  1280×720 slide (the sizes of tools/templates/projector: text 24 px, code 20 px).
-- A code cell is split into its code and each of its outputs, so a long cell's output
-  goes to the next sub-slide; code or text output taller than a slide is cut into pages
-  of whole lines, a markdown cell into whole paragraphs, each page its own sub-slide.
-  Nothing is dropped: every line is on some slide.
-- A plot is shown as large as the space left allows (at most PLOT_MAX_SCALE × its own
-  size); below PLOT_MIN_PX high it goes to a sub-slide of its own.
-- Bookkeeping and self-check plumbing is left out (`skip`): a code cell whose every line
-  saves, records or tears down (`save_run(`, `save_results(`, `records.append(`,
-  `records = [...]`, `cluster.stop()`), a code cell that builds a self-check (`Report(`,
-  a line starting `report(`), a markdown cell that introduces one (tag `shared:self-check`
-  or text starting `**Self-check.**`), and the "Save and tear down" section.
-- An exercise starts a sub-slide of its own at the markdown cell that asks it; the
-  answer (the cell tagged `solution`) and the cells that check it (tools.exercises) go to
-  the speaker notes, so the question is projected without its answer.
-- `%%px` cells are highlighted as Python.
+- a plot is shown as large as the room left on its slide allows (at most PLOT_MAX_SCALE ×
+  its own size);
+- text taller than a slide is cut into pages of whole lines, each its own sub-slide; a page
+  never ends on a lone `[stdout:N]` line and the last page is never a lone line;
+- an output that does not fit the room left below its code goes to a sub-slide of its own,
+  and a short one (a status line) takes its code's last piece with it; a cell's piece
+  that no longer fits because an output above it ran taller than its marks declared
+  (`output_px`) starts a sub-slide too.
+
+The heights are estimates on a 1280×720 slide (tools/templates/projector: text 24 px, code
+20 px), packed to TOP_PX + SLIDE_PX (≤ PACK_MAX_PX of 720), so that another machine's
+fonts still fit (tests/support/slides.py holds every measured slide to 720 − MARGIN_PX).
 """
 from __future__ import annotations
 
@@ -34,20 +34,23 @@ import struct
 
 import nbformat
 
-from tools.exercises import check_cells, is_solution
-
-SLIDE_PX = 640            # the height a slide's content may fill (720, less padding)
-TITLE_PX = 560            # the title slide, less the series bar above it
-TEXT_LINE_PX, TEXT_CHARS = 34, 88     # 24 px text, ~1,190 px wide
-CODE_LINE_PX, CODE_CHARS = 27, 90     # 20 px code, wrapped
-CELL_PAD_PX = 30
+TOP_PX = 16               # the slide's padding above its content (templates/projector)
+SLIDE_PX = 650            # what a slide's content is packed to: it ends by TOP_PX + SLIDE_PX
+TITLE_PX = 590            # the title slide, less the series bar above it
+PACK_MAX_PX = 690         # the packing's bottom: at most this of the slide's 720 px
+MARGIN_PX = 20            # a slide measured in Chromium ends at most 720 − MARGIN_PX
+TEXT_LINE_PX, TEXT_CHARS = 34, 92     # 24 px text, ~1,200 px wide (~105 characters)
+CODE_LINE_PX, CODE_CHARS = 26, 90     # 20 px code at line height 1.3: 26 px exactly, wrapped
+CELL_PAD_PX = 28        # a code cell's padding and border (27 px measured)
 PLOT_MIN_PX, PLOT_MAX_SCALE = 330, 1.25
+PLOT_PAD_PX = 70          # a plot's output area around its image (68 px measured)
 PLOT_WIDTH_PX = 1180
-
-PLUMBING = re.compile(r"(?:save_run\(|save_results\(|records\s*(?:\.append\(|\.extend\(|\+=|"
-                      r"=\s*\[)|cluster\.stop\(\))")
-SELF_CHECK = re.compile(r"\bReport\(|^report\(", flags=re.M)
-HEADING = re.compile(r"^#{1,2} ")
+SHORT_OUTPUT_PX = 2 * CODE_LINE_PX + 20   # a status line or two: never a slide of its own
+STDOUT_HEAD = re.compile(r"^\[(?:stdout|stderr|output|error):\d+\]\s*$")
+SCHEME_TAG = "scheme"     # tools.pages: the picture under the title, shown without its code
+PLOTS = re.compile(   # a cell that draws (guess_output)
+    r"\b(?:plot_\w*|draw_\w*|show_animation|animate_\w*)\(|^diagram\s*$", re.M)
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.) ")
 
 
 def _plain(markdown: str) -> str:
@@ -61,11 +64,25 @@ def _row_height(cells: list[str], chars: int, line_px: int) -> int:
     return max(math.ceil(max(len(c), 1) / share) for c in cells) * line_px + 10
 
 
-def _md_height(text: str) -> int:
+def _md_lines(block: str) -> list[str]:
+    """A markdown block's rendered lines before wrapping: a paragraph's or a list item's
+    source lines joined (authors wrap them at 90 characters; the slide rewraps them)."""
+    joined: list[str] = []
+    for line in block.splitlines():
+        alone = (line.lstrip().startswith(("#", "|", "```")) or LIST_ITEM.match(line)
+                 or not joined or joined[-1].lstrip().startswith(("#", "|", "```")))
+        if alone:
+            joined.append(line)
+        else:
+            joined[-1] += " " + line.strip()
+    return joined
+
+
+def md_height(text: str) -> int:
     """Estimated height of rendered markdown: paragraphs wrapped, lists, fences, tables."""
     height, fenced = 0, False
     for block in re.split(r"\n\s*\n", text.strip()):
-        for line in block.splitlines():
+        for line in (block.splitlines() if "```" in block else _md_lines(block)):
             if line.lstrip().startswith("```"):
                 fenced = not fenced
                 height += 8
@@ -84,17 +101,19 @@ def _md_height(text: str) -> int:
     return height
 
 
-def _code_height(text: str) -> int:
+def code_height(text: str) -> int:
+    """Estimated height of `text` as code: its lines, wrapped."""
     lines = text.expandtabs(8).rstrip("\n").split("\n")
     return sum(math.ceil(max(len(line), 1) / CODE_CHARS) for line in lines) * CODE_LINE_PX
 
 
-def _png_size(data: str) -> tuple[int, int]:
+def png_size(data: str) -> tuple[int, int]:
+    """(width, height) of a base64 PNG, from its header."""
     head = base64.b64decode(data[:44])
     return struct.unpack(">II", head[16:24])
 
 
-def _html_height(markup: str) -> int:
+def html_height(markup: str) -> int:
     """Estimated height of an HTML output (tables, reports): its lines as code, the lines
     taller by a table row's padding."""
     rows = 0
@@ -106,7 +125,7 @@ def _html_height(markup: str) -> int:
     rest = re.sub(r"<table\b.*?</table>", "", markup, flags=re.S)
     text = re.sub(r"<br\s*/?>|</(?:p|li|h\d|summary|div|caption)>", "\n", rest)
     text = html.unescape(re.sub(r"<[^>]+>", "", text)).strip("\n")
-    return rows + (_code_height(text) if text.strip() else 0) + 20
+    return rows + (code_height(text) if text.strip() else 0) + 20
 
 
 def _unbroken(markup: str) -> str:
@@ -117,7 +136,7 @@ def _unbroken(markup: str) -> str:
 def _html_pages(markup: str, room_px: int) -> list[str]:
     """An HTML output too tall for `room_px` in pages: a table's rows (each page with the
     table's head), a report's (<pre>) lines; anything else whole."""
-    if _html_height(markup) <= room_px:
+    if html_height(markup) <= room_px:
         return [markup]
     body = re.search(r"(<tbody[^>]*>)(.*?)(</tbody>)", markup, flags=re.S)
     report = re.fullmatch(r"(<pre[^>]*>)(.*)(</pre>)\s*", markup, flags=re.S)
@@ -132,14 +151,14 @@ def _html_pages(markup: str, room_px: int) -> list[str]:
         return [markup]
     pages, group = [], []
     for row in rows:
-        if group and _html_height(head + "".join(group + [row]) + tail) > room_px:
+        if group and html_height(head + "".join(group + [row]) + tail) > room_px:
             pages.append(head + "".join(group) + tail)
             group = []
         group.append(row)
     return pages + [head + "".join(group) + tail]
 
 
-def _output_text(out: nbformat.NotebookNode) -> str | None:
+def output_text(out: nbformat.NotebookNode) -> str | None:
     """The text an output shows as lines (stream, plain text, traceback); None otherwise."""
     if out.output_type == "stream":
         return out.text
@@ -151,90 +170,70 @@ def _output_text(out: nbformat.NotebookNode) -> str | None:
     return None
 
 
-def _pages(text: str, room_px: int) -> list[str]:
-    """`text` in pages of whole lines, each at most `room_px` high as code."""
-    pages, page = [], []
+def table_head(lines: list[str], at: int) -> list[str]:
+    """A markdown table's header and rule lines, where line `at` is a row of its body;
+    else []."""
+    top = at
+    while top > 0 and lines[top - 1].lstrip().startswith("|"):
+        top -= 1
+    return lines[top:top + 2] if at >= top + 2 and lines[at].lstrip().startswith("|") else []
+
+
+def source_pieces(source: str, breaks: list[int]) -> list[str]:
+    """`source` cut before each line in `breaks` (0-based line numbers); a piece that starts
+    inside a markdown table is led by the table's header."""
+    lines = source.split("\n")
+    cuts = [0, *sorted(b for b in breaks if 0 < b < len(lines)), len(lines)]
+    return ["\n".join(table_head(lines, a) + lines[a:b]).strip("\n")
+            for a, b in zip(cuts, cuts[1:])]
+
+
+def text_pages(text: str, room_px: int) -> list[str]:
+    """`text` in pages of whole lines, each at most `room_px` high as code; no page ends on
+    a lone `[stdout:N]` line, and a last page of one line takes a line from the page
+    before (no slide of a lone status line)."""
+    pages: list[list[str]] = [[]]
     for line in text.rstrip("\n").split("\n"):
-        if page and _code_height("\n".join(page + [line])) > room_px:
-            pages.append("\n".join(page) + "\n")
-            page = []
-        page.append(line)
-    return pages + ["\n".join(page) + "\n"]
+        page = pages[-1]
+        if page and code_height("\n".join(page + [line])) > room_px:
+            carried = []
+            while len(page) > 1 and STDOUT_HEAD.match(page[-1]):
+                carried.insert(0, page.pop())
+            pages.append(carried)
+        pages[-1].append(line)
+    if len(pages) > 1 and len([ln for ln in pages[-1] if not STDOUT_HEAD.match(ln)]) <= 1:
+        while len(pages[-2]) > 1 and len(pages[-1]) < 3:
+            pages[-1].insert(0, pages[-2].pop())
+    return ["\n".join(page) + "\n" for page in pages]
 
 
-def _fitting(parts: list[str], room_px: int, head: list[str] = ()) -> list[str]:
-    """`parts` (lines or list items) grouped greedily into blocks at most `room_px` high,
-    each block led by `head` (a table's header)."""
-    blocks, group = [], []
-    for part in parts:
-        if group and _md_height("\n".join([*head, *group, part])) > room_px:
-            blocks.append("\n".join([*head, *group]))
-            group = []
-        group.append(part)
-    return blocks + ["\n".join([*head, *group])]
+class Piece:
+    """One thing on a slide: a cell, or part of one; its height, its slide type, and for a
+    plot its PNG's (width, height)."""
 
-
-def _md_blocks(text: str) -> list[str]:
-    """Markdown's paragraphs, those too tall for a slide cut: a table into pages of rows
-    (its header repeated), a list at its items, what is still too tall at its lines."""
-    room = SLIDE_PX - 60
-    blocks = []
-    for block in re.split(r"\n\s*\n", text.strip()):
-        lines = block.split("\n")
-        if _md_height(block) <= room:
-            blocks.append(block)
-        elif block.lstrip().startswith("|"):
-            blocks += _fitting(lines[2:], room, lines[:2])
-        else:
-            items = re.split(r"\n(?=(?:[-*+]|\d+\.) )", block)
-            for group in _fitting(items, room):
-                blocks += [group] if _md_height(group) <= room else _fitting(
-                    group.split("\n"), room)
-    return blocks
-
-
-class _Piece:
-    """One thing on a slide: a cell, or part of one, and how high it is."""
-
-    def __init__(self, cell, height: int, plot: tuple[int, int] | None = None) -> None:
-        self.cell, self.height, self.plot = cell, height, plot
+    def __init__(self, cell, height: int, kind: str = "-",
+                 plot: tuple[int, int] | None = None) -> None:
+        self.cell, self.height, self.kind, self.plot = cell, height, kind, plot
 
 
 def _output_cell(cell, outputs: list) -> nbformat.NotebookNode:
     part = copy.deepcopy(cell)
     part.outputs = outputs
     part.metadata.setdefault("transient", {})["remove_source"] = True
+    part.metadata.pop("slides", None)
     part.pop("id", None)
     return part
 
 
-def _pieces(cell) -> list[_Piece]:
-    """`cell` cut into what can go on different slides: markdown paragraphs, code pages,
-    each output (text outputs in pages)."""
-    if cell.cell_type != "code":
-        if _md_height(cell.source) <= SLIDE_PX:
-            return [_Piece(cell, _md_height(cell.source))]
-        parts, blocks = [], []
-        for block in _md_blocks(cell.source):
-            if blocks and _md_height("\n\n".join(blocks + [block])) > SLIDE_PX:
-                parts.append("\n\n".join(blocks))
-                blocks = []
-            blocks.append(block)
-        parts.append("\n\n".join(blocks))
-        return [_Piece(nbformat.v4.new_markdown_cell(p), _md_height(p)) for p in parts]
+def output_pieces(cell, room_px: int = SLIDE_PX - CELL_PAD_PX) -> list[Piece]:
+    """A code cell's outputs as pieces: text and tables in pages (each page after the first
+    a sub-slide), plots, markdown; each with its estimated height."""
     pieces = []
-    if cell.source.strip():
-        for page in _pages(cell.source, SLIDE_PX - CELL_PAD_PX):
-            code = copy.deepcopy(cell)
-            code.source, code.outputs = page.rstrip("\n"), []
-            code.pop("id", None)
-            if cell.source.startswith("%%px"):
-                code.metadata["magics_language"] = "python"
-            pieces.append(_Piece(code, _code_height(page) + CELL_PAD_PX))
     for out in cell.get("outputs", []):
-        text, data = _output_text(out), out.get("data", {})
+        text, data = output_text(out), out.get("data", {})
+        pages: list[tuple[nbformat.NotebookNode, int]] = []
         if text is not None:
-            for page in _pages(text, SLIDE_PX - CELL_PAD_PX):
+            for page in text_pages(text, room_px):
                 part = copy.deepcopy(out)
                 if out.output_type == "stream":
                     part.text = page
@@ -242,94 +241,134 @@ def _pieces(cell) -> list[_Piece]:
                     part.traceback = page.rstrip("\n").split("\n")
                 else:
                     part.data = {"text/plain": page}
-                pieces.append(_Piece(_output_cell(cell, [part]), _code_height(page) + 20))
+                pages.append((part, code_height(page) + 20))
         elif "image/png" in data:
-            pieces.append(_Piece(_output_cell(cell, [out]), 0, _png_size(data["image/png"])))
+            pieces.append(Piece(_output_cell(cell, [out]), PLOT_MIN_PX + PLOT_PAD_PX, "-",
+                                png_size(data["image/png"])))
         elif "text/html" in data:
-            for page in _html_pages(data["text/html"], SLIDE_PX - CELL_PAD_PX):
+            for page in _html_pages(data["text/html"], room_px):
                 part = copy.deepcopy(out)
                 part.data = {"text/html": _unbroken(page)}
-                pieces.append(_Piece(_output_cell(cell, [part]), _html_height(page)))
+                pages.append((part, html_height(page)))
         elif "text/markdown" in data:
-            pieces.append(_Piece(_output_cell(cell, [out]), _md_height(data["text/markdown"])))
+            pages.append((out, md_height(data["text/markdown"])))
+        pieces += [Piece(_output_cell(cell, [part]), height, "subslide" if n else "-")
+                   for n, (part, height) in enumerate(pages)]
     return pieces
 
 
-def is_plumbing(cell) -> bool:
-    """Bookkeeping or self-check plumbing (the module's docstring has the rule)."""
-    tags = cell.metadata.get("tags", [])
-    if cell.cell_type == "markdown":
-        return "shared:self-check" in tags or cell.source.lstrip().startswith("**Self-check.**")
-    if SELF_CHECK.search(cell.source):
-        return True
-    try:
-        statements = ast.parse(cell.source).body
-    except SyntaxError:                 # a cell magic (%%px): taught code, kept
-        return False
-    return bool(statements) and all(PLUMBING.match(ast.get_source_segment(cell.source, s))
-                                    for s in statements)
+def cell_pieces(cell) -> list[Piece]:
+    """`cell` cut where its marks say: its source at `slides.breaks` (each later piece a
+    sub-slide; none for the scheme cell), then its outputs (the first a sub-slide with
+    `slides.output`)."""
+    kind = cell.metadata.get("slideshow", {}).get("slide_type", "-")
+    marks = cell.metadata.get("slides", {})
+    pieces = []
+    hidden = cell.cell_type == "code" and SCHEME_TAG in cell.metadata.get("tags", [])
+    for n, text in enumerate([] if hidden else source_pieces(cell.source,
+                                                             marks.get("breaks", []))):
+        part = copy.deepcopy(cell)
+        part.source = text
+        part.metadata.pop("slides", None)
+        part.pop("id", None)
+        if cell.cell_type == "code":
+            part.outputs = []
+            if cell.source.startswith("%%px"):
+                part.metadata["magics_language"] = "python"
+            height = code_height(text) + CELL_PAD_PX
+        else:
+            height = md_height(text)
+        if text.strip() or cell.cell_type == "markdown":
+            pieces.append(Piece(part, height, kind if n == 0 else "subslide"))
+    if cell.cell_type == "code":
+        outputs = output_pieces(cell)
+        if outputs and marks.get("output") == "subslide":
+            outputs[0].kind = "subslide"
+        if not pieces and outputs:
+            outputs[0].kind = kind if outputs[0].kind == "-" else outputs[0].kind
+        pieces += outputs
+    return pieces
 
 
-def _roles(cells: list) -> dict[int, str]:
-    """Per cell index: "skip", "notes" (an exercise's answer and check) or "ask" (the
-    markdown that asks an exercise: it starts a sub-slide)."""
-    roles: dict[int, str] = {}
-    tear_down = False
-    for i, cell in enumerate(cells):
-        if cell.cell_type == "markdown" and HEADING.match(cell.source.lstrip()):
-            tear_down = "shared:save-and-tear-down" in cell.metadata.get("tags", [])
-        kind = cell.metadata.get("slideshow", {}).get("slide_type")
-        if tear_down or kind == "skip" or is_plumbing(cell):
-            roles[i] = "skip"
-    for i, cell in enumerate(cells):
-        if is_solution(cell):
-            for j in [i, *check_cells(cells, i)]:
-                roles[j] = "notes"
-            ask = next((j for j in range(i - 1, -1, -1) if cells[j].cell_type == "markdown"
-                        and roles.get(j) != "skip"), None)
-            if ask is not None:
-                roles[ask] = "ask"
-    return roles
-
-
-def _plot_px(piece: _Piece) -> tuple[int, int]:
-    """The smallest and the largest height a plot may be shown at."""
+def _plot_px(piece: Piece, room_left: int) -> int:
+    """The height a plot is shown at: as large as the room left allows, up to its own size
+    × PLOT_MAX_SCALE and the slide's width."""
     width, natural = piece.plot
-    largest = int(min(natural * PLOT_MAX_SCALE, natural * PLOT_WIDTH_PX / width, SLIDE_PX - 10))
-    return min(PLOT_MIN_PX, largest), largest
+    largest = natural * PLOT_MAX_SCALE, natural * PLOT_WIDTH_PX / width, SLIDE_PX - PLOT_PAD_PX
+    return max(int(min(*largest, room_left - PLOT_PAD_PX)), 120)
+
+
+def _tail(pieces: list[Piece], n: int) -> int:
+    """The room a plot leaves for what follows it in its cell, when that is short (its
+    caption, say)."""
+    after = sum(p.height for p in pieces[n + 1:])
+    return after if after <= 2 * SHORT_OUTPUT_PX else 0
 
 
 def layout(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy of `nb` cut and marked for reveal.js (slide, subslide, -, notes, skip)."""
+    """A copy of `nb` cut as its marks declare, for reveal.js: one cell per piece, each with
+    its slide type; the speaker notes and skipped cells as they are."""
     nb = copy.deepcopy(nb)
-    roles = _roles(nb.cells)
-    cells, used, room, started = [], 0, TITLE_PX, False
-    for i, cell in enumerate(nb.cells):
-        role = roles.get(i)
-        if role in ("skip", "notes"):
-            cell.metadata["slideshow"] = {"slide_type": role}
+    cells, used, room, title, started = [], 0, TITLE_PX, True, False
+    for cell in nb.cells:
+        kind = cell.metadata.get("slideshow", {}).get("slide_type", "-")
+        if kind in ("skip", "notes"):
             cells.append(cell)
             continue
-        heading = cell.cell_type == "markdown" and HEADING.match(cell.source.lstrip())
-        for n, piece in enumerate(_pieces(cell)):
-            needed = _plot_px(piece)[0] + 10 if piece.plot else piece.height
-            if not started or (heading and n == 0):
-                kind, used, room = "slide", 0, TITLE_PX if not started else SLIDE_PX
-            elif (role == "ask" and n == 0) or used + needed > room:
-                kind, used, room = "subslide", 0, SLIDE_PX
-            else:
-                kind = "-"
-            started = True
+        pieces = cell_pieces(cell)
+        for n, piece in enumerate(pieces):
+            if not started:
+                piece.kind, started = "slide", True
+            is_output = piece.cell.metadata.get("transient", {}).get("remove_source")
+            needed = piece.height + (_tail(pieces, n) if piece.plot else 0)
+            if piece.kind == "-" and used + needed > room:
+                piece.kind = "subslide"          # measured: it does not fit below its code
+                if is_output and piece.height <= SHORT_OUTPUT_PX and n \
+                        and pieces[n - 1].kind == "-" \
+                        and not pieces[n - 1].cell.metadata.get("transient"):
+                    pieces[n - 1].kind = "subslide"   # a status line keeps its code
+                    pieces[n - 1].cell.metadata["slideshow"] = {"slide_type": "subslide"}
+                    piece.kind = "-"
+                    used, room, title = pieces[n - 1].height, SLIDE_PX, False
+            if piece.kind in ("slide", "subslide"):
+                room = TITLE_PX if title and piece.kind == "slide" else SLIDE_PX
+                title, used = False, 0
             height = piece.height
             if piece.plot:
                 width, natural = piece.plot
-                height = min(_plot_px(piece)[1], room - used - 10)
+                height = _plot_px(piece, room - used - _tail(pieces, n))
                 meta = piece.cell.outputs[0].setdefault("metadata", {})
                 meta.setdefault("image/png", {})["width"] = int(height * width / natural)
-                height += 10
-            piece.cell.metadata["slideshow"] = {"slide_type": kind}
+                height += PLOT_PAD_PX
+            piece.cell.metadata["slideshow"] = {"slide_type": piece.kind}
             piece.cell.id = f"{cell.get('id', 'cell')}-{n}"
             cells.append(piece.cell)
             used += height
     nb.cells = cells
     return nb
+
+
+# ------------------------------------------------ output sizes, for tools.slide_marks
+def guess_output(source: str) -> tuple[int, bool]:
+    """An estimate of a code cell's outputs from its code, where no executed copy says:
+    (height in px, whether a plot)."""
+    if PLOTS.search(source):
+        return PLOT_MIN_PX + PLOT_PAD_PX, True
+    ranks = 4 if source.startswith("%%px") else 1
+    lines = ranks * len(re.findall(r"\bprint\(", source)) + (ranks if ranks > 1 else 0)
+    lines += 6 * len(re.findall(r"\b(?:report|grade|show)\(", source))
+    try:
+        body = ast.parse(re.sub(r"^%.*$", "", source, flags=re.M)).body
+    except SyntaxError:
+        body = []
+    if body and isinstance(body[-1], ast.Expr) and not (
+            isinstance(body[-1].value, ast.Call) and getattr(body[-1].value.func, "id", "")
+            == "print"):
+        lines += 3
+    return (code_height("\n" * (lines - 1)) + 20 if lines else 0), False
+
+
+def measured_output(cell) -> tuple[int, bool]:
+    """(estimated height, whether a plot) of an executed cell's outputs."""
+    pieces = output_pieces(cell)
+    return sum(p.height for p in pieces), any(p.plot for p in pieces)

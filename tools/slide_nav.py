@@ -1,6 +1,7 @@
 """Series navigation on the slides (tools.classroom): the title slide of every deck gets a
-bar (previous deck · the book's index · next deck), and the sub-slide below it the series'
-contents, grouped, with the deck itself marked (aria-current="page"). The book pages (tools.site) have Sphinx's own
+bar (previous deck · the book's index · next deck), and a sub-slide of the title's stack,
+after the title's own sub-slides (its picture), the series' contents, grouped, with the
+deck itself marked (aria-current="page"). The book pages (tools.site) have Sphinx's own
 navigation; reveal.js decks have none, hence this. Plain links and inline CSS: it works
 from disk with no network.
 """
@@ -57,7 +58,8 @@ def contents(entries: list[Entry], current: str, suffix: str) -> str:
     return "".join(parts) + "</nav>"
 
 
-SLIDE_STYLE = ".reveal .series-bar{font-size:20px;margin:0 0 12px}.reveal .series-toc{font-size:16px;" \
+SLIDE_STYLE = ".reveal .series-bar{font-size:20px;margin:0 0 12px}" \
+              ".reveal .series-toc{font-size:16px;" \
               "text-align:left;margin:0;grid-template-columns:repeat(4,1fr);max-width:none}" \
               ".reveal .series-toc h2{font-size:18px;text-transform:none}" \
               ".reveal .series-toc li{margin:0}"
@@ -66,7 +68,8 @@ SLIDE_STYLE = ".reveal .series-bar{font-size:20px;margin:0 0 12px}.reveal .serie
 def with_slide_nav(page: str, entries: list[Entry], current: str,
                    index_href: str = "../html/index.html") -> str:
     """Slides `page` with the bar on its title slide (above the title) and the contents (to
-    the other decks) on a sub-slide of their own below it."""
+    the other decks) on a sub-slide of their own, the last below the title slide (the
+    title's own sub-slides, the rest of its bullets, come first)."""
     start = page.find('<div class="slides">')
     first = page.find("<section", start)
     first = page.find("<section", first + 1)          # the title's (vertical) slide
@@ -74,7 +77,10 @@ def with_slide_nav(page: str, entries: list[Entry], current: str,
     end = page.find("</section>", opened)
     if start < 0 or first < 0 or end < 0:
         raise ValueError(f"slides {current} have no first <section> to put the navigation in")
+    last = end + len("</section>")                    # the title stack's last sub-slide
+    while page[last:].lstrip().startswith("<section"):
+        last = page.find("</section>", last) + len("</section>")
     return (page[:opened] + f"<style>{NAV_STYLE}{SLIDE_STYLE}</style>"
-            + bar(entries, current, index_href, ".slides.html") + page[opened:end]
-            + "</section><section>" + contents(entries, current, ".slides.html")
-            + page[end:])
+            + bar(entries, current, index_href, ".slides.html") + page[opened:last]
+            + "<section>" + contents(entries, current, ".slides.html") + "</section>"
+            + page[last:])

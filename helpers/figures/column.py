@@ -8,3 +8,16 @@ helpers.collectives.ring) can size its figures without loading matplotlib.
 # series.css), in headless Chromium (tests/tools/test_figure_column.py measures it again).
 COLUMN_PX = 792             # measured 791.95 px: the article's 56rem less its padding
 COLUMN_IN = COLUMN_PX / 100  # at dpi 100, the series' figures' dpi
+
+
+def finish(fig, axes, title: str):
+    """The series' last touches on a figure of panels: 9 pt ticks, the title, a tight
+    layout; closed so a notebook shows it once, where the cell returns it."""
+    import matplotlib.pyplot as plt
+
+    for ax in axes:
+        ax.tick_params(labelsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

@@ -61,3 +61,37 @@ def plot_barrier(timings: Sequence[dict[str, Any]]):
     ax.set_title("dist.barrier(): nobody leaves before the last rank arrives")
     fig.tight_layout()
     return fig
+
+
+def plot_ranks(rows: Sequence[dict[str, Any]]):
+    """One box per rank, in rank order: what that rank reported of itself (its rank, the
+    world size, backend and device, host and process id), so the boxes show what every
+    rank shares (the world) and what is its own (rank, process)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+
+    from helpers.training.schemes import rank_colour
+
+    rows = sorted(rows, key=lambda r: r["rank"])
+    n = len(rows)
+    fig = plt.figure(figsize=(8.3, 2.5), dpi=100)
+    plt.close(fig)
+    ax = fig.add_axes((0, 0, 1, 0.86))
+    ax.set_xlim(0, n)
+    ax.set_ylim(0, 1)
+    ax.axis("off")
+    for k, row in enumerate(rows):
+        r = row["rank"]
+        ax.add_patch(FancyBboxPatch((k + 0.06, 0.04), 0.88, 0.9,
+                                    boxstyle="round,pad=0,rounding_size=0.04",
+                                    facecolor=rank_colour(r, True), edgecolor=rank_colour(r),
+                                    lw=1.6, gid=f"rank:{r}"))
+        ax.text(k + 0.5, 0.78, f"rank {r}", ha="center", va="center", fontsize=12,
+                fontweight="bold", gid=f"rank-label:{r}")
+        lines = [f"of {row['world size']} (world size)", f"{row['backend']} · {row['device']}",
+                 f"host {row['host']}", f"pid {row['pid']}"]
+        ax.text(k + 0.5, 0.38, "\n".join(lines), ha="center", va="center", fontsize=9.5,
+                linespacing=1.5, gid=f"facts:{r}")
+    fig.suptitle("what each engine reported: the same world, its own rank and process",
+                 fontsize=11)
+    return fig

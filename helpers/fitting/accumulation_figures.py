@@ -102,12 +102,14 @@ def draw_scheme(world_size: int, k: int, depth: int = 4) -> Figure:
 
 
 def plot_bytes(per_rank: Sequence[Sequence[dict[str, Any]]], n: int) -> Figure:
-    """Per rank: measured bytes of one optimizer step for each variant, the model beside."""
+    """Per rank: measured bytes of one optimizer step for each variant, the model beside;
+    under each variant, the all_reduce calls counted from Python (rank 0's)."""
     from helpers.fitting.accumulation import ring_all_reduce
 
     fig = _figure(8, 3.6)
     ax = fig.add_axes([0.09, 0.30, 0.62, 0.60])
-    labels = [r["what"] for r in per_rank[0]]
+    labels = [f"{r['what']}\n{r['calls']} call{'s' * (r['calls'] != 1)} counted"
+              for r in per_rank[0]]
     width = 0.8 / len(per_rank)
     for rank, rows in enumerate(per_rank):
         xs = [i + (rank - (len(per_rank) - 1) / 2) * width for i in range(len(rows))]

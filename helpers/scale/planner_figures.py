@@ -88,27 +88,66 @@ def plot_errors(rows: Sequence[Mapping[str, Any]], title: str):
     return fig
 
 
-def plot_per_rank(pulled: Sequence[Mapping[str, Any]], names: Mapping[str, str], title: str):
-    """What each rank measured in each configuration: the bytes it wrote to the others
-    (gloo) and the bytes of parameters, gradients and optimizer state it holds; one bar per
-    rank in its colour, configurations side by side."""
-    import numpy as np
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
-    n = len(pulled)
-    width = 0.8 / n
-    for ax, (what, value) in zip(axes, (
-            ("bytes written to the others", lambda run: run["bytes"]),
-            ("bytes held (params, grads, Adam)", lambda run: sum(run["memory"].values())))):
-        for s in sorted(pulled, key=lambda s: s["rank"]):
-            r = s["rank"]
-            heights = [value(s[key]) / 1e6 for key in names.values()]
-            ax.bar(np.arange(len(names)) + (r - (n - 1) / 2) * width, heights, width,
-                   color=rank_colour(r), label=f"rank {r}")
-        ax.set_xticks(range(len(names)), list(names), fontsize=8)
-        ax.set_ylabel(f"{what} (MB)", fontsize=8)
-        ax.tick_params(labelsize=8)
-    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize=8)
-    fig.suptitle(title, fontsize=9)
+def plot_per_rank(pulled: Sequence[Mapping[str, Any]], names: Mapping[str, str], title: str,
+                  model: Mapping[str, Sequence[Mapping[str, float]]] | None = None):
+    """The bytes each rank wrote to the others in one step of each configuration (gloo):
+    one bar per rank in its colour, configurations side by side. `model`, per configuration
+    one {"bytes": ...} per rank (rank order), draws the planner's as a black tick on each
+    bar."""
+    fig, ax = plt.subplots(figsize=(8, 2.8))
+    _per_rank_bars(ax, pulled, names, lambda run: {"": run["bytes"]},
+                   None if model is None else (model, "bytes"))
+    ax.set_ylabel("bytes written to the others (MB)", fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize=9)
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+PARTS = {"parameters": 1.0, "gradients": 0.7, "optimizer state": 0.4}   # shade of the colour
+
+
+def plot_memory_per_rank(pulled: Sequence[Mapping[str, Any]], names: Mapping[str, str],
+                         title: str, model: Mapping[str, Sequence[Mapping[str, float]]] | None
+                         = None):
+    """The bytes each rank holds in each configuration, stacked: parameters, gradients and
+    optimizer state (lighter and lighter shades of the rank's colour). `model`, per
+    configuration one {"memory": ...} per rank, draws the formula's total as a black tick."""
+    fig, ax = plt.subplots(figsize=(8, 2.8))
+    _per_rank_bars(ax, pulled, names, lambda run: run["memory"],
+                   None if model is None else (model, "memory"))
+    ax.set_ylabel("bytes held (MB)", fontsize=9)
+    grey = [plt.Rectangle((0, 0), 1, 1, color="#555555", alpha=a) for a in PARTS.values()]
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles + grey, labels + list(PARTS), loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize=9)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def _per_rank_bars(ax, pulled, names, parts, model) -> None:
+    """Bars per configuration (x) and rank (in its colour), each stacked from `parts(run)`;
+    model = (per configuration a list per rank, key): a black tick at each rank's value."""
+    import numpy as np
+    n = len(pulled)
+    width = 0.8 / n
+    for s in sorted(pulled, key=lambda s: s["rank"]):
+        r = s["rank"]
+        xs = np.arange(len(names)) + (r - (n - 1) / 2) * width
+        bottom = np.zeros(len(names))
+        stacks = [parts(s[run]) for run in names.values()]
+        for part in stacks[0]:
+            heights = np.array([stack[part] for stack in stacks]) / 1e6
+            ax.bar(xs, heights, width, bottom=bottom, color=rank_colour(r),
+                   alpha=PARTS.get(part, 1.0), label=f"rank {r}" if part in ("", "parameters")
+                   else None)
+            bottom += heights
+        if model is not None:
+            values, key = model
+            ax.hlines([values[name][r][key] / 1e6 for name in names], xs - width / 2,
+                      xs + width / 2, color="black", lw=1.5,
+                      label="planner (model)" if r == 0 else None)
+    ax.set_xticks(range(len(names)), list(names), fontsize=9)
+    ax.tick_params(labelsize=9)

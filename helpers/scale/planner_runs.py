@@ -161,3 +161,25 @@ def _linear(weight: torch.Tensor, bias: torch.Tensor) -> nn.Linear:
         layer.weight.copy_(weight)
         layer.bias.copy_(bias)
     return layer
+
+
+def sweep_fits_rows(cluster: Any, collectives: Sequence[str], sizes: Sequence[int],
+                    tries: int = 3, **sweep: Any) -> tuple[Any, list[dict]]:
+    """`helpers.bench.sweep.sweep_fits`, also returning the rows of the sweep it fitted (for
+    `helpers.bench.figures.plot_fit`): a sweep refused because its time does not grow with
+    the size is measured again, up to `tries` sweeps, each retry printed."""
+    from helpers.bench.alpha_beta import NO_GROWTH, fit_all
+    from helpers.bench.sweep import rank0_rows, run_sweep
+    if tries < 1:
+        raise ValueError(f"tries must be at least 1, not {tries}")
+    for sweep_number in range(1, tries + 1):
+        rows = rank0_rows(run_sweep(cluster, collectives, sizes, **sweep))
+        fits = fit_all(rows)
+        if not fits.refused:
+            return fits, rows
+        reasons = "; ".join(fits.refused.values())
+        disturbed = all(NO_GROWTH in reason for reason in fits.refused.values())
+        if not disturbed or sweep_number == tries:
+            raise ValueError(f"sweep {sweep_number} of at most {tries} refused: {reasons}")
+        print(f"sweep {sweep_number} of at most {tries} refused ({reasons}): measured again")
+    raise AssertionError("unreachable")

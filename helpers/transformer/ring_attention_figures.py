@@ -123,9 +123,15 @@ def plot_work(load: Sequence[dict], title: str) -> Figure:
                 ax.bar(r + (k - 0.5) * 0.38, load[r][layout][key], width=0.36,
                        color=rank_colour(r, light=k == 1), edgecolor=rank_colour(r),
                        hatch="//" if k == 1 else None, gid=f"{key}:{layout}:{r}")
-        ax.set_xticks(range(n), [f"rank {r}" for r in range(n)])
+        ax.set_xticks(range(n), [f"rank {r}" + ("\nblocks {} | {}".format(
+            *(load[r][layout]["blocks"] for layout in LAYOUTS)) if key == "scores" else "")
+            for r in range(n)])
         ax.set_ylabel(label)
         ax.spines[["top", "right"]].set_visible(False)
+        spread = {layout: [load[r][layout][key] for r in range(n)] for layout in LAYOUTS}
+        ax.set_title("slowest / fastest rank:\n" + ", ".join(
+            f"{NAMES[layout].split()[0]} {max(v) / min(v):.2f}×"
+            for layout, v in spread.items()), fontsize=9, loc="left")
     fig.legend(handles=[Patch(facecolor="#999999", label="contiguous"),
                         Patch(facecolor="#dddddd", edgecolor="#999999", hatch="//",
                               label="zig-zag")],
@@ -153,10 +159,14 @@ def plot_timelines(timelines: dict[str, Sequence[Sequence]], title: str) -> Figu
                 ax.barh(r, (finish - begin) * 1e3, left=begin * 1e3, height=0.7,
                         color={"compute": COMPUTE, "post": POST}.get(kind, WAIT),
                         gid=f"{name}:{r}:{kind}:{step}")
+            waited = sum(e[3] - e[2] for e in events if e[0] == "wait") * 1e3
+            ax.text(end * 1.03, r, f"waited {waited:.1f} ms", va="center", fontsize=9,
+                    gid=f"{name}:{r}:waited")
+        loop = max(e[3] for events in timelines[name] for e in events) * 1e3
         ax.set_yticks(range(n), [f"rank {r}" for r in range(n)])
         ax.set_ylim(n - 0.4, -0.6)
-        ax.set_xlim(0, end * 1.02)
-        ax.set_title(name, fontsize=10, loc="left")
+        ax.set_xlim(0, end * 1.2)
+        ax.set_title(f"{name}: the whole loop {loop:.1f} ms", fontsize=10, loc="left")
         ax.spines[["top", "right"]].set_visible(False)
     axes[-1].set_xlabel("ms since the barrier")
     fig.legend(handles=[Patch(color=COMPUTE, label="compute (merge a block)"),

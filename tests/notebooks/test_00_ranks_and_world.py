@@ -45,7 +45,8 @@ def test_notebook00_default_reports_each_of_4_ranks_once(tmp_path, monkeypatch):
     assert "only rank 0 runs this cell" in text
     pngs = [(c.id, o) for c in nb.cells for o in c.get("outputs", [])
             if "image/png" in o.get("data", {})]
-    assert [cid for cid, _ in pngs] == ["scheme", "c16"], "the scheme, then the barrier plot"
+    assert [cid for cid, _ in pngs] == ["scheme", "c10", "c16"], (
+        "the scheme, each rank's box, then the barrier plot")
     assert nb.cells[1].id == "scheme" and nb.cells[1].execution_count == 1   # before the ranks
     # the barrier animation ends with each rank's recorded arrival and departure
     spans = only_animation(nb, "spans")["last"]["spans"]["dist.barrier()"]

@@ -55,7 +55,8 @@ def test_send_recv_notebook(n_ranks, src, dst, tmp_path, monkeypatch):
     pairs = [who for shown in reports for who, ok, _ in shown.verdicts if "→" in who]
     assert set(pairs) == {f"{a} → {b}" for a, b in expected_pairs}
     assert exercise(reports).oks == [True] * n, "the exercise check did not pass"
-    assert png_count(nb) >= 3  # diagram, the send/recv record, the ring shift
+    # diagram, the send/recv record, the reply, the ring shift, the timed exchanges, DETAIL
+    assert png_count(nb) >= 6
 
     # the deadlock: both ranks of the pair raise after the timeout, at both sizes, never earlier
     raised = re.findall(r"rank (\d): (\d+) element\(s\): send raised after ([\d.]+) s", text)

@@ -57,19 +57,27 @@ def duration(cell) -> float:
     return float(cell.metadata["papermill"]["duration"])
 
 
-def every_rank_printed(cell, values) -> bool:
-    text = output_text(cell)
-    return all(f"rank {r}: {values(r)}" in text for r in range(N_RANKS))
+def drawn_and_right(nb, taught, drawn) -> bool:
+    """The fixed cell snapshots its tensors; the plumbing cell after it draws every rank's
+    record and its Report gives every rank a ✓ against the model."""
+    [shown] = shown_reports(nb, drawn.id)
+    return ("before = snapshot(" in taught.source and "after = snapshot(" in taught.source
+            and "plot_record(record)" in drawn.source and png_in(drawn)
+            and shown.oks == [True] * N_RANKS)
+
+
+def png_in(cell) -> bool:
+    return any("image/png" in o.get("data", {}) for o in cell.outputs)
 
 
 @pytest.mark.notebook
 def test_mismatched_shapes_are_named_and_the_group_survives(debugging):
     nb, _ = debugging
-    failing, following = cells_after(nb, "rank 1: 5 elements")[:2]
+    failing, following, drawn = cells_after(nb, "rank 1: 5 elements")[:3]
     assert "Detected mismatch between collectives" in error_text(failing)
     assert "TensorShape=[5]" in error_text(failing) and "TensorShape=[4]" in error_text(failing)
     assert "The process group is fine" in output_text(failing)
-    assert every_rank_printed(following, lambda r: [3.0] * 4)
+    assert drawn_and_right(nb, following, drawn) and '"all_reduce"' in drawn.source
 
 
 @pytest.mark.notebook
@@ -86,23 +94,23 @@ def test_mismatched_dtypes_and_all_gather_shapes_are_named(debugging):
 @pytest.mark.notebook
 def test_src_outside_the_ranks_is_refused_and_the_group_survives(debugging):
     nb, _ = debugging
-    failing, following = cells_after(nb, "src=world_size)")[:2]
+    failing, following, drawn = cells_after(nb, "src=world_size)")[:3]
     assert f"invalid root rank: {N_RANKS}" in error_text(failing)
     assert "src/dst must be a rank of the group" in output_text(failing)
-    assert every_rank_printed(following, lambda r: [float(N_RANKS - 1)] * 2)
+    assert drawn_and_right(nb, following, drawn) and '"broadcast"' in drawn.source
 
 
 @pytest.mark.notebook
 def test_short_scatter_list_errors_within_the_timeout_then_a_restart_works(debugging):
     nb, _ = debugging
-    failing, restart, following = cells_after(nb, "one tensor short")[:3]
+    failing, restart, following, drawn = cells_after(nb, "one tensor short")[:4]
     text = error_text(failing)
     assert f"Incorrect input list size {N_RANKS - 1}" in text and "Timed out" in text
     assert duration(failing) < BOUND_S
     assert "a scatter/gather list must hold world_size tensors" in output_text(failing)
     assert "cannot be trusted" in output_text(failing)
     assert "start_cluster" in restart.source and f"{N_RANKS} rank(s)" in output_text(restart)
-    assert every_rank_printed(following, lambda r: [float(r)] * 2)
+    assert drawn_and_right(nb, following, drawn) and '"scatter"' in drawn.source
 
 
 @pytest.mark.notebook
@@ -126,7 +134,7 @@ def test_a_rank_killed_mid_collective_is_named_and_the_start_cell_recovers(debug
     assert f"engines left: {N_RANKS - 1} of {N_RANKS}" in output_text(left)
     assert f"{N_RANKS} rank(s)" in output_text(restart)
     total = float(sum(range(1, N_RANKS + 1)))
-    assert every_rank_printed(collective, lambda r: [total, total])
+    assert "dist.all_reduce(tensor)" in collective.source and png_in(check)
     [fresh] = shown_reports(nb, check.id)     # the self-check: a right sum on every rank
     assert fresh.oks == [True] * N_RANKS and fresh.by_rank() == {r: True for r in range(N_RANKS)}
     assert [line for line in fresh.lines()] == [f"rank {r} ✓  {[total, total]}"
@@ -183,6 +191,22 @@ def test_exercise_and_saved_diagnoses(debugging):
     # the page's picture: every diagnosis, a row each (helpers.figures.diagnoses)
     [picture] = [c for c in nb.cells if c.get("id") == "c37b"]
     assert any("image/png" in o.get("data", {}) for o in picture.outputs), picture.outputs
+
+
+@pytest.mark.notebook
+def test_the_cases_without_checks_and_the_cost_of_the_checks_are_drawn(debugging):
+    """Section 1's cases without the checks: every rank's ending in words (one output,
+    folded on the page) and drawn; the checks' cost: the one-line ratio and the bars."""
+    nb, _ = debugging
+    cases = cells_after(nb, "def mismatched_all_reduce")[0]
+    [text] = [o.text for o in cases.outputs if o.get("name") == "stdout"]
+    for what in ("shape", "dtype"):
+        for n in (2, N_RANKS):
+            assert f"{what} differs, {n} ranks, no checks:" in text
+    assert text.count("\nrank 0: ") == 2 * len({2, N_RANKS}) and png_in(cases)
+    cost = cells_after(nb, "def all_reduce_time_us")[0]
+    said = re.search(r"(\d+) µs per call without the checks, (\d+) µs with them", output_text(cost))
+    assert said and int(said[1]) < int(said[2]) and png_in(cost)
 
 
 ERROR_OF = {   # the words of the scheme (helpers.figures.mistakes_scheme), as errors say them

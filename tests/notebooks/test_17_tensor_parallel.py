@@ -87,6 +87,10 @@ def test_tensor_parallel_notebook(n_ranks, tmp_path, monkeypatch):
             _assert_model_plus_headers({**theirs, "calls": 1, "model": hand["model"]}, n)
         assert [h["model"] for h in got["hand_traffic"]] == pytest.approx(
             [2 * (n - 1) / n * batch * d * 8 for d in (d_out, d_in)])
+    # without f each rank's dL/dX is only its part (wrong); f's all_reduce sums the parts
+    no_f = [torch.tensor(got["dX"], dtype=torch.float64) for got in record["ranks"]]
+    assert all(diff(d.tolist(), x_grad) > 1e-6 for d in no_f)
+    assert diff(sum(no_f).tolist(), x_grad) < TOL
     # the row-parallel layer's partial outputs sum to the output, once its bias is added
     assert diff((sum(partials) + model[2].bias.detach()).tolist(), output) < TOL
 

@@ -151,4 +151,7 @@ def test_tensor_sequence_parallel_notebook(n_ranks, tmp_path, monkeypatch):
     assert text.count("is deprecated") == n
     # "not measured:" is NOT_MEASURED (the bytes); the bench quote may say "not measured yet"
     assert "not measured:" not in text
-    assert png_count(nb) == 3          # the picture, what each rank holds, the memory
+    # the picture, what each rank holds, the gradients' gaps, the calls in order, the bytes by
+    # hand, torch's bytes, the bench's step per rank, the wrong heads' output, the memory
+    assert png_count(nb) == 9
+    assert "ValueError: 12 heads do not split evenly over 5 ranks" in text

@@ -60,8 +60,22 @@ def test_context_parallel_notebook(n_ranks, tmp_path, monkeypatch):
         assert diff(got["ring_out"]["causal"], full[True][:, :, mine]) < TOL
         assert diff(got["zigzag_out"], full[True][:, :, _zigzag(r, n)]) < TOL
         assert diff(got["torch_out"], full[False][:, :, _zigzag(r, n)]) < TOL
-        # zig-zag's work per step: 3 chunk pairs at its own step, 2 at each other one
+        # the contiguous runs' work per step (the steps figure): every pair not causal;
+        # causal, 3 chunk pairs of the own block, a whole earlier block, nothing later
         size = SEQ // (2 * n)
+        assert got["ring_work"]["full"] == [(2 * size) ** 2] * n
+        assert got["ring_work"]["causal"] == [3 * size ** 2] + [
+            (2 * size) ** 2 if s <= r else 0 for s in range(1, n)]
+        # one query merged block by block (the softmax figure): the max never falls, and
+        # the last merge is the softmax over every key, computed here
+        scores = (q[0, 0, mine[0]] @ k[0, 0].T / math.sqrt(HEAD_DIM))
+        maxes = [m for m, _ in got["trace"]]
+        assert maxes == sorted(maxes) and len(maxes) == n
+        assert got["exact"][0] == pytest.approx(scores.max().item(), rel=1e-12)
+        assert got["trace"][-1][0] == pytest.approx(got["exact"][0], rel=1e-12)
+        assert got["trace"][-1][1] == pytest.approx(
+            torch.exp(scores - scores.max()).sum().item(), rel=1e-12)
+        # zig-zag's work per step: 3 chunk pairs at its own step, 2 at each other one
         assert got["zigzag_work"] == [3 * size ** 2] + [2 * size ** 2] * (n - 1)
         # the work, counted (the long sequence): exact, balanced under zig-zag
         load = got["load"]
@@ -103,7 +117,7 @@ def test_context_parallel_notebook(n_ranks, tmp_path, monkeypatch):
         assert got["local_work"] == [3 * (SEQ // (2 * n)) ** 2] * n   # every block a diagonal
     text = notebook_text(nb)
     assert "not measured" not in text
-    assert png_count(nb) >= 3
+    assert png_count(nb) >= 10          # the scheme and the nine figures of this run
     # the animation ends on the last step: rank r holds rank r + 1's block
     last = only_animation(nb, "held")["last"]
     assert last["held"] == [f"KV{(r + 1) % n}" for r in range(n)] and last["moving"] == []

@@ -58,8 +58,10 @@ def _independent(n: int, cf: float, k: int, per_rank: int) -> dict:
             rows.append(y)
         outs.append(torch.stack(rows))
     out = torch.cat(outs)
-    ((out - Y) ** 2).mean().backward()
+    loss = ((out - Y) ** 2).mean()
+    loss.backward()
     return {"moe": moe, "output": out.detach(), "input_grad": X.grad, "routes": routes,
+            "loss": loss.item(),
             "grads": {name: p.grad for name, p in moe.named_parameters()}}
 
 
@@ -168,6 +170,10 @@ def test_expert_parallel_notebook(n_ranks, tmp_path, monkeypatch):
         # the even model, (n − 1)/n · S, is not what an uneven exchange sends
         assert any(wire[c]["even_model"] != pytest.approx(wire[c]["model"])
                    for c in ("rows to experts", "results back"))
+    # each rank's loss share (the loss figure): they add up to the single-process loss
+    for name in ("by hand", "torch"):
+        shares = [got["grads"][name]["loss"] for got in record["ranks"]]
+        assert sum(shares) == pytest.approx(ref["loss"], rel=1e-12), name
     text = notebook_text(nb)
     assert "killed by SIGABRT" in text
     assert "1.0, nan" in text        # the row nobody wrote keeps its NaN
@@ -177,4 +183,4 @@ def test_expert_parallel_notebook(n_ranks, tmp_path, monkeypatch):
     assert last["dropped"] == sum(len(_dropped(route)) for route in ref["routes"])
     assert last["labels"] == [f"E{e} · {sum(c[e] for c in counts)} rows" for e in range(E)]
     assert anim["frames"] == 9
-    assert png_count(nb) >= 2
+    assert png_count(nb) >= 6           # the scheme and the five figures of this run

@@ -88,6 +88,10 @@ def test_planning_notebook(n_ranks, tmp_path, monkeypatch):
     assert option["time_s"] == pytest.approx(time_s, rel=1e-9)
     assert option["fits"] is (memory_gb <= 80)
     assert record["chosen"]["fits"] is True and record["chosen"]["memory_gb"] <= 80
+    for o in record["options"]:       # the figure's memory parts add up to the option's memory
+        assert set(o["memory_parts"]) == {"parameters", "gradients", "optimizer state",
+                                          "activations"}
+        assert sum(o["memory_parts"].values()) / 1e9 == pytest.approx(o["memory_gb"], rel=1e-12)
     assert record["chosen"]["time_s"] <= time_s * (1 + 1e-9)
     # Llama 3 405B against the paper's table 4: the FLOP a token by hand, 6N and attention's
     # 12·L·s·h, at both sequence lengths; the step the paper's TFLOP/s imply under that count

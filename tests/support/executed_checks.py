@@ -11,7 +11,10 @@ where another test runs it (on MPI or Slurm engines, at start-up, in a shared se
 - its page shows no engine header, machine path, deprecation warning or raw ipyparallel
   error (page_checks.assert_clean_page);
 - every figure it shows reads at 1280 px: text ≥ 9 px as displayed, labels inside their
-  shapes, legends off the data (figure_checks.check_figures).
+  shapes, legends off the data (figure_checks.check_figures);
+- its page, built as make html builds it and measured in Chromium at 1280×800, gives code +
+  output at most 45 % of its height and figures at least 15 %
+  (page_checks.assert_proportions).
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ def check_executed(notebook: Path, nb: nbformat.NotebookNode, parameters: dict) 
     if not checked_here(notebook, parameters):
         return
     from figure_checks import check_figures            # issue 50: figures read at 1280 px
-    from page_checks import assert_clean_page          # issue 50: no residue on a page
+    from page_checks import assert_clean_page, assert_proportions   # issue 50: the page
     from reports import assert_no_answer_above        # issue 28: ask before telling
     from slides import check_deck                      # issue 28: decks that fit the room
 
@@ -47,3 +50,4 @@ def check_executed(notebook: Path, nb: nbformat.NotebookNode, parameters: dict) 
     assert_clean_page(nb, notebook.stem)
     check_figures(nb, notebook.stem)
     check_deck(notebook.stem, nb)
+    assert_proportions(nb, notebook.stem)

@@ -16,6 +16,8 @@ def _notebook(path, *sources: str, title: str = "# 99 · tiny\n\n**What you will
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell(title)]
     nb.cells += [nbformat.v4.new_code_cell(src) for src in sources]
+    for cell in nb.cells[1:]:        # the page's picture (tools.thumbnails): its plot
+        cell.metadata["tags"] = ["thumbnail"] if cell.source == PLOT else []
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, path)
     return path
@@ -117,7 +119,7 @@ def test_changed_notebook_or_settings_are_executed_again(built, monkeypatch):
 
 def test_a_failing_notebook_is_named_with_its_cell_and_keeps_the_old_page(tmp_path):
     source = tmp_path / "92_bad.ipynb"
-    good = _notebook(source, "print('the last good run')")
+    good = _notebook(source, "print('the last good run')", PLOT)
     assert _build(tmp_path, good, site=True).returncode == 0
     page = tmp_path / "build" / "html" / "92_bad.html"
     assert "the last good run" in page.read_text()
@@ -130,6 +132,16 @@ def test_a_failing_notebook_is_named_with_its_cell_and_keeps_the_old_page(tmp_pa
     leftovers = [p.name for folder in (page.parent, page.parent.parent / "executed")
                  for p in folder.iterdir() if p.name.endswith(".tmp")]
     assert not leftovers
+
+
+def test_a_page_without_its_tagged_figure_fails_the_build_by_name(tmp_path):
+    bare = _notebook(tmp_path / "94_bare.ipynb", "print('no figure here')")
+    run = _build(tmp_path, bare, site=True)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "94_bare.ipynb" in run.stdout and "FAILED" in run.stdout
+    assert "tagged 'thumbnail'" in run.stdout, run.stdout
+    again = _build(tmp_path, bare, site=True)            # no stamp: it is built again
+    assert "up to date" not in again.stdout and again.returncode == 1
 
 
 def test_a_failed_render_leaves_the_old_site_whole(tmp_path, monkeypatch):

@@ -36,7 +36,8 @@ def _tiny() -> nbformat.NotebookNode:
     nb.cells = [nbformat.v4.new_markdown_cell("# 01 · tiny `01_column`\n\n"
                                               "**What you will learn**\n- a line"),
                 nbformat.v4.new_markdown_cell("## A wide figure"),
-                nbformat.v4.new_code_cell(FIGURE.format(w=WIDE_PX)),
+                nbformat.v4.new_code_cell(FIGURE.format(w=WIDE_PX),
+                                          metadata={"tags": ["thumbnail"]}),   # its card
                 nbformat.v4.new_markdown_cell("## A narrow figure"),
                 nbformat.v4.new_code_cell(FIGURE.format(w=NARROW_PX)),
                 nbformat.v4.new_markdown_cell("## What to remember\n\n- the column")]

@@ -74,3 +74,21 @@ def test_the_page_hides_the_scheme_code_and_keeps_its_picture():
     assert page.cells[1].outputs == scheme.outputs
     assert "remove-input" not in page.cells[2].metadata.get("tags", [])
     assert "remove-input" not in nb.cells[1].metadata["tags"]        # the notebook unchanged
+
+
+@pytest.mark.parametrize("path", NUMBERED, ids=lambda p: p.stem[:2])
+def test_the_taught_code_is_never_folded_as_plumbing(path):
+    """Issue 50: folding is for plumbing; every cell that calls a collective (`dist.`) and
+    the scheme stay in view. A cell tagged `plumbing` is neither (a `%%px` cell that only
+    keeps records may be)."""
+    from tools.pages import PLUMBING_TAG
+
+    for cell in _cells(path):
+        tags = cell["metadata"].get("tags", [])
+        if PLUMBING_TAG not in tags:
+            continue
+        source = _source(cell)
+        assert cell["cell_type"] == "code", cell["id"]
+        assert not {SCHEME_TAG, "solution", "exercise"} & set(tags), (cell["id"], tags)
+        assert "dist." not in source, (
+            f"{path.stem} cell {cell['id']}: taught code tagged plumbing")

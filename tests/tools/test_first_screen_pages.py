@@ -49,6 +49,9 @@ def html_dir(tmp_path_factory) -> Path:
     for stem in STEMS:
         nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
         nb.cells = nb.cells[:FIRST_CELLS]
+        for cell in nb.cells:   # the card's picture (tools.thumbnails): here, the scheme's
+            tags = [t for t in cell.metadata.get("tags", []) if t != "thumbnail"]
+            cell.metadata["tags"] = tags + (["thumbnail"] if "scheme" in tags else [])
         path = tmp / f"{stem}.ipynb"
         nbformat.write(nb, path)
         paths.append(str(path))

@@ -47,3 +47,17 @@ def test_shares_and_the_first_picture_on_a_page_of_known_heights(tmp_path):
     assert m["figure_px"] == pytest.approx(200, abs=1)
     assert m["first_picture_px"] == pytest.approx(550, abs=1)    # 300 + 100 + 150
     assert "| 05 | 1,0" in table(found) and "| median |" in table(found)
+
+
+def test_misses_names_each_page_and_target_it_misses():
+    from tools.page_metrics import CODE_OUTPUT_MAX, FIGURES_MIN, misses
+
+    def page(code, output, figures):
+        return {"code_share": code, "output_share": output, "figure_share": figures}
+
+    found = {"05_ok": page(0.30, CODE_OUTPUT_MAX - 0.30, FIGURES_MIN),     # on both lines
+             "13_wordy": page(0.30, 0.20, 0.05), "20_thin": page(0.10, 0.10, 0.149)}
+    assert misses(found) == [
+        "13_wordy: code + output 50.0% of the page, over 45%",
+        "13_wordy: figures 5.0% of the page, under 15%",
+        "20_thin: figures 14.9% of the page, under 15%"]

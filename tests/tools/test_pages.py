@@ -102,3 +102,48 @@ def test_a_text_output_over_twelve_lines_folds_under_its_first_line_and_a_table_
     from tools.pages import is_text_table
 
     assert is_text_table(table) and not is_text_table("a  b  c\n\nd  e  f\ng  h  i\n")
+
+
+def test_plumbing_folds_its_code_under_what_it_calls_and_keeps_its_output():
+    nb = nbformat.v4.new_notebook()
+    pulled = nbformat.v4.new_code_cell("pulled = cluster.pull('x')\nplot_per_rank(pulled)\n"
+                                       "plot_per_rank(pulled, 'again')")
+    pulled.metadata["tags"] = ["plumbing"]
+    pulled.outputs = [_stream("rank 0: 1\n")]
+    named = nbformat.v4.new_code_cell("# Start the ranks\ncluster = start_cluster(4)")
+    named.metadata["tags"] = ["plumbing"]
+    taught = nbformat.v4.new_code_cell("%%px\ndist.all_reduce(t)")
+    nb.cells = [pulled, named, taught]
+    page = as_page(nb)
+    assert page.cells[0].metadata["tags"] == ["plumbing", "hide-input"]
+    assert page.cells[0].metadata["mystnb"]["code_prompt_show"] == \
+        "Show code: pull, plot_per_rank"                       # each name once, in order
+    assert page.cells[0].outputs == pulled.outputs            # the output stays in view
+    assert page.cells[1].metadata["mystnb"]["code_prompt_show"] == "Show code: Start the ranks"
+    assert "tags" not in page.cells[2].metadata               # untagged: shown as it is
+    assert "hide-input" not in pulled.metadata["tags"]        # the notebook is not changed
+
+
+def test_an_exercise_check_tagged_plumbing_keeps_the_exercises_fold():
+    nb = nbformat.v4.new_notebook()
+    solution = nbformat.v4.new_code_cell(f"{PREDICTION_STUB}\nprediction = [3]")
+    solution.metadata["tags"] = ["solution"]
+    check = nbformat.v4.new_code_cell("grade(prediction, pulled)")
+    check.metadata["tags"] = ["plumbing"]
+    check.outputs = [_stream("✓\n")]
+    nb.cells = [nbformat.v4.new_markdown_cell("## Exercise\n\nPredict."), solution, check]
+    page = as_page(nb)
+    folded = page.cells[-1]
+    assert "hide-input" not in folded.metadata["tags"]
+    assert folded.metadata["mystnb"]["code_prompt_show"] == "Show the check"
+
+
+def test_in_detail_folds_under_its_heading_and_other_markdown_stays():
+    nb = nbformat.v4.new_notebook()
+    body = "- a long bullet\n\n:::{note}\ninside\n:::"
+    nb.cells = [nbformat.v4.new_markdown_cell(f"## In detail\n\n{body}"),
+                nbformat.v4.new_markdown_cell("## In detail, says the text\n\nkept")]
+    page = as_page(nb)
+    assert page.cells[0].source == ("::::{dropdown} In detail\n:class-container: "
+                                    f"series-in-detail\n\n{body}\n::::\n")
+    assert page.cells[1].source == nb.cells[1].source

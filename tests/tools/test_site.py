@@ -55,6 +55,7 @@ def _tiny(stem: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     learn = LEARN_02 if stem == "02_tiny" else "a line"
     picture = nbformat.v4.new_code_cell(THUMBNAIL)     # the card's picture: the first plot
+    picture.metadata["tags"] = ["thumbnail"]          # tagged, as tools.slide_marks writes it
     cells = [nbformat.v4.new_markdown_cell(f"# {stem[:2]} · tiny `{stem}`\n\n"
                                            f"**What you will learn**\n- {learn}"),
              nbformat.v4.new_code_cell(f"print('hello from {stem}')\nprint({LONG_WORDS!r})"),
