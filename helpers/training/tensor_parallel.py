@@ -197,19 +197,6 @@ def against_hand_model(theirs: Sequence[dict], hand: Sequence[dict]) -> list[dic
     return [{**t, "calls": h["calls"], "model": h["model"]} for t, h in zip(theirs, hand)]
 
 
-def torch_vs_hand_table(hand: Sequence[dict], theirs: Sequence[dict]) -> str:
-    """Per phase (`log_row`s): the hand-built MLP's counted calls, model and measured bytes
-    beside torch's parallelize_module, whose functional collectives no counter sees."""
-    lines = [f"{'':<10}{'by hand:':<9}{'calls':>6}{'model: ring (B)':>17}{'measured (B)':>14}"
-             f"   {'parallelize_module:':<20}{'calls seen':>11}{'measured (B)':>14}",
-             f"{'':<66}{'(outside the counted calls)':>44}"]
-    for h, t in zip(hand, theirs):
-        lines.append(f"{h['phase']:<10}{'':<9}{h['calls']:>6}{bytes_text(h['model']):>17}"
-                     f"{bytes_text(h['measured']):>14}   {'':<20}{t['calls']:>11}"
-                     f"{bytes_text(t['measured']):>14}")
-    return "\n".join(lines)
-
-
 def plot_shards(states: Sequence[dict], title: str):
     """The split, from what the ranks hold: W1 put back together from every rank's rows
     and W2 from its columns, each rank's part outlined in its colour (`schemes.rank_colour`);

@@ -157,24 +157,6 @@ def paper_volume(psi: float, stage: str, element_bytes: int = 8) -> float:
     return PAPER_VOLUME[stage] * psi * element_bytes
 
 
-def comm_rows(measured: Sequence[dict[str, float | None]], ring_model: dict[str, float],
-              paper: dict[str, float]) -> list[dict[str, Any]]:
-    """Per rank and stage: the paper's bytes, the ring model's, the measured ones (gloo),
-    each also as a multiple of DP's by the same measure."""
-    rows = []
-    for rank, sent in enumerate(measured):
-        for stage in STAGES:
-            got = sent[stage]
-            rows.append({"rank": rank, "stage": stage,
-                         "paper (B)": f"{paper[stage]:,.0f}",
-                         "ring model (B)": f"{ring_model[stage]:,.0f}",
-                         "measured here (B)": "not measured" if got is None else f"{got:,.0f}",
-                         "× DP: paper": f"{paper[stage] / paper['DP']:.2f}",
-                         "× DP: model": f"{ring_model[stage] / ring_model['DP']:.2f}",
-                         "× DP: measured": "" if got is None else f"{got / sent['DP']:.2f}"})
-    return rows
-
-
 def plot_comm(measured: Sequence[dict[str, float | None]], ring_model: dict[str, float],
               paper: dict[str, float], title: str = ""):
     """Per stage: the paper's bytes, the ring model's, then each rank's measured bytes."""
