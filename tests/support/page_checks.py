@@ -84,11 +84,6 @@ def assert_clean_page(nb: nbformat.NotebookNode, name: str) -> None:
     assert not found, f"{name}'s page shows:\n  " + "\n  ".join(found[:20])
 
 
-# Pages still short of issue 50's proportions at this stop, each held to what it measured
-# then (code + output at most, figures at least) so it can only get closer to the targets.
-SHORT_OF_TARGETS: dict[str, tuple[float, float]] = {}
-
-
 def assert_proportions(nb: nbformat.NotebookNode, name: str) -> None:
     """Build the page of the executed notebook `name` (tools.site, as make html does),
     measure it in Chromium at 1280×800 (tools.page_metrics) and fail when code + output
@@ -104,9 +99,6 @@ def assert_proportions(nb: nbformat.NotebookNode, name: str) -> None:
         path = Path(tmp) / f"{name}.ipynb"
         nbformat.write(nb, path)
         m = page_metrics.measure_pages([path])[name]
-    shown, figures = m["code_share"] + m["output_share"], m["figure_share"]
-    most, least = SHORT_OF_TARGETS.get(name, (page_metrics.CODE_OUTPUT_MAX,
-                                              page_metrics.FIGURES_MIN))
-    assert shown <= most and figures >= least, (
-        f"{name}'s page at 1280 px: code + output {shown:.1%} (at most {most:.0%}), "
-        f"figures {figures:.1%} (at least {least:.0%}) of {m['page_px']:,.0f} px")
+    missed = page_metrics.misses({name: m})
+    assert not missed, f"{name}'s page at 1280 px ({m['page_px']:,.0f} px): " + "; ".join(
+        line.split(": ", 1)[1] for line in missed)
