@@ -92,10 +92,13 @@ lint: $(INSTALLED)
 # users. The kernel is registered once, when the environment is installed, so a user who
 # may not write to a shared environment can still run `make lab` from it.
 # LAB_PORT, LAB_TOKEN (default: Jupyter generates one and prints the URL) and LAB_ARGS
-# (more jupyterlab options, e.g. --no-browser) pass through.
+# (more jupyterlab options, e.g. --no-browser) pass through. LAB_CONFIG goes first on
+# JUPYTER_CONFIG_PATH: its jupyter_server_config.py keeps ipyparallel's Clusters panel
+# but not the logs of the notebooks' engines and controller in this terminal.
 LAB_PORT ?= 8888
 LAB_TOKEN ?=
 LAB_ARGS ?=
+LAB_CONFIG := $(CURDIR)/tools/lab
 KERNEL_SPEC := $(ENV_DIR)/share/jupyter/kernels/nccl-notebooks/kernel.json
 
 $(KERNEL_SPEC): $(INSTALLED)
@@ -110,7 +113,8 @@ LAB_SOCKET_CHECK := import sys; from jupyter_core.paths import jupyter_runtime_d
 
 lab: $(KERNEL_SPEC)
 	@$(PYTHON) -c '$(LAB_SOCKET_CHECK)'
-	umask 077 && exec $(PYTHON) -m jupyterlab --ip=127.0.0.1 --port=$(LAB_PORT) \
+	umask 077 && JUPYTER_CONFIG_PATH="$(LAB_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		exec $(PYTHON) -m jupyterlab --ip=127.0.0.1 --port=$(LAB_PORT) \
 		--ServerApp.allow_root=True --KernelManager.transport=ipc \
 		$(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) $(LAB_ARGS) notebooks
 

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 HZ = os.sysconf("SC_CLK_TCK")
 # The first words found in a process's command line (or its parent's) name its kind.
 KINDS = [("engine_zygote", "engines, ranks and their zygotes"),
-         ("forked_kernel", "kernels (forked) and their fork servers"),
-         ("unix_sockets controller", "ipyparallel controllers"), ("ipcontroller",
+         ("multiprocessing.forkserver", "kernels (forked) and their fork server"),
+         ("ipyparallel.controller", "ipyparallel controllers"), ("ipcontroller",
                                                                    "ipyparallel controllers"),
          ("chromium", "Chromium"), ("playwright", "Chromium"), ("sphinx", "the book (Sphinx)"),
          ("tools.build", "make html (tools.build)"), ("ipykernel", "kernels (ipykernel)"),

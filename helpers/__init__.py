@@ -18,7 +18,7 @@ _WHERE = {   # each of these is imported by a notebook (tests/tools/test_archite
     "save_results": "helpers.records", "save_run": "helpers.records",
 }
 __all__ = sorted(_WHERE)
-# The modules behind those names: what a notebook's first cell imports (tools.execute's
+# The modules behind those names: what a notebook's first cell imports (tools.kernel_provisioner's
 # kernels import them before they are forked).
 MODULES = tuple(dict.fromkeys(_WHERE.values()))
 

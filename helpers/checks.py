@@ -314,8 +314,8 @@ def grade(prediction: Sequence[Any] | Mapping[Any, Any] | None,
     """
     undefined = set(undefined)
     if _is_record(measured):
-        # a local import: only a record needs the NumPy models (model_check imports Report)
-        from helpers.collectives.model_check import measured_of
+        # a local import: only a record needs the NumPy models
+        from helpers.collectives.models import measured_of
         measured, unspecified = measured_of(measured, what)
         undefined |= unspecified
     keyed = isinstance(measured, Mapping)

@@ -47,6 +47,16 @@ def sandbox() -> Path:
     return _SANDBOX
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _kernels_forkserver():
+    """Each worker's forkserver starts with the kernels' preload, whichever test comes first:
+    a disposable rank's test would otherwise start it with the ranks' preload alone, and
+    every later kernel of the worker would import the notebooks' modules itself."""
+    from tools import kernel_provisioner
+
+    kernel_provisioner.start_server()
+
+
 def warm_wanted(item: pytest.Item) -> bool:
     """Whether a test's notebook executions share the session's warm engines."""
     if os.environ.get("NCCL_NOTEBOOKS_TESTS_COLD", "").strip() not in ("", "0"):

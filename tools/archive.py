@@ -16,13 +16,16 @@ import zipfile
 from pathlib import Path
 
 from helpers.paths import REPO_ROOT
+from tools.dependencies import RUNNING
 
 NAME = "nccl-notebooks.zip"
 FOLDER = "nccl-notebooks"
 PROJECT_FILES = ("README.md", "Makefile", "requirements.txt", "pyproject.toml",
-                 "environment.yml", "tools/__init__.py", "tools/install.py")
+                 "environment.yml", "tools/__init__.py", "tools/install.py",
+                 "tools/lab/jupyter_server_config.py")
 TREES = ("helpers",)                         # whole: `pip install -e .` packages all of it
-NOT_RUN_FROM_IT = ("tools/execute.py",)      # how `make html` runs a notebook, not `make lab`
+# how `make html` runs a notebook, not `make lab`
+NOT_RUN_FROM_IT = tuple(f"tools/{name}" for name in RUNNING)
 SKIPPED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 DATE = (2020, 1, 1, 0, 0, 0)                 # every member's: the same files, the same bytes
 NOTE = """\

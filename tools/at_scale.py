@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers.paths import REPO_ROOT
-from helpers.scale.at_scale import Box, boxes
+from helpers.scale.at_scale import Box
+from helpers.scale.at_scale_training import boxes
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 CELL_ID = TAG = "at-scale"

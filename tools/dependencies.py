@@ -10,7 +10,7 @@
   markdown cell links;
 - the training table it quotes (benchmarks/saved/training.json), if it uses
   helpers.bench.quote;
-- how it is run (tools/execute.py) and the settings (requirements.txt; the environment
+- how it is run (RUNNING: tools/execute.py and its kernels' provisioner) and the settings (requirements.txt; the environment
   variables are hashed by tools.build).
 
 So editing the site (tools/site.py, tools/pages.py, book/: every build renders every page
@@ -33,6 +33,9 @@ from helpers.collectives.registry import ALIASES
 from helpers.paths import REPO_ROOT
 from tools.lint import notebook_scripts
 
+# How `make html` and the tests run a notebook: a change to one of these runs every notebook
+# again.
+RUNNING = ("execute.py", "kernel_provisioner.py", "jupyter_compat.py")
 _DIAGRAM_CALL = re.compile(r"\bload_diagram\(\s*([^)\s,]*)")
 _IMAGE_LINK = re.compile(r"images/([\w.-]+\.png)")
 _MODULE_NAME = re.compile(r"\bhelpers(?:\.\w+)+")
@@ -70,7 +73,8 @@ def _references(text: str, package: str) -> tuple[frozenset[str], frozenset[str]
 
     A started module is a command list [..., "-m", "helpers.x", ...], or a call given those
     arguments (`torchrun_command(2, "-m", "helpers.x", ...)`): helpers.x and, when it is a
-    package, the helpers.x.__main__ that `-m` runs."""
+    package, the helpers.x.__main__ that `-m` runs; or a module named in a constant whose
+    name ends in PRELOAD, a list a forkserver imports before it forks."""
     found, from_helpers = set(), set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
@@ -84,6 +88,11 @@ def _references(text: str, package: str) -> tuple[frozenset[str], frozenset[str]
             found |= {f"{module}.{alias.name}" for alias in node.names}  # a submodule, if one
             if module == "helpers":
                 from_helpers |= {alias.name for alias in node.names}
+        elif (isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Tuple))
+              and any(isinstance(t, ast.Name) and t.id.endswith("PRELOAD")
+                      for t in node.targets)):      # what a forkserver imports before forking
+            found |= {e.value for e in node.value.elts
+                      if isinstance(e, ast.Constant) and isinstance(e.value, str)}
         elif isinstance(node, (ast.List, ast.Tuple, ast.Call)):
             elements = node.args if isinstance(node, ast.Call) else node.elts
             words = [e.value if isinstance(e, ast.Constant) else None for e in elements]
@@ -173,7 +182,7 @@ def image_files(notebook: Path, root: Path = REPO_ROOT) -> list[Path]:
 
 def dependencies(notebook: Path, root: Path = REPO_ROOT) -> list[Path]:
     """Every file whose change must execute `notebook` again."""
-    running = [root / "tools" / "execute.py", root / "requirements.txt"]
+    running = [root / "tools" / name for name in RUNNING] + [root / "requirements.txt"]
     helpers = helper_files(notebook, root)
     if root / "helpers" / "bench" / "quote.py" in helpers:    # it shows the saved table
         running.append(root / "benchmarks" / "saved" / "training.json")
@@ -194,6 +203,8 @@ NOT_IN_NOTEBOOKS = {
     "helpers.bench.taught": "`make bench` (benchmarks/pairs/: the notebooks' own code)",
     "helpers.runtime.ipp_compat": "tests/runtime/test_ipp_compat.py (the runtime's code "
                                   "names its entries in comments)",
+    "helpers.scale.at_scale_training": "`python -m tools.at_scale` (writes each page's At "
+                                       "scale box into its notebook)",
 }
 
 

@@ -8,16 +8,12 @@ an untagged cell fails the run.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import nbformat
-
-import helpers
 
 if TYPE_CHECKING:
     from jupyter_client.manager import KernelManager
@@ -53,11 +49,13 @@ def private_kernel(kernel_name: str) -> Iterator[KernelManager]:
     server); a unix socket in a 0700 folder only its owner can open. It is also what
     silences ipykernel's "running over TCP without encryption" warning. Where it can, the
     kernel is forked from a server that imported torch and the rest already
-    (`forked_kernel_manager`).
+    (tools/kernel_provisioner.py, `use_forkserver`).
     """
+    from jupyter_client.manager import KernelManager
+
     folder = Path(tempfile.mkdtemp(prefix="nccl-kernel-"))   # mkdtemp: mode 0700
-    km = forked_kernel_manager()(kernel_name=kernel_name, transport="ipc",
-                                 ip=str(folder / "k"))
+    km = KernelManager(kernel_name=kernel_name, transport="ipc", ip=str(folder / "k"))
+    use_forkserver(km)
     try:
         yield km
     finally:
@@ -71,63 +69,20 @@ def private_kernel(kernel_name: str) -> Iterator[KernelManager]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# What a kernel's fork server imports first: what the notebooks' first cells import (3.1 s
-# of CPU a kernel on a quiet core; the helpers behind `from helpers import ...` and the
-# animations, with pyplot, 0.4 s more), and torch._dynamo, which torch imports at the
-# first optimizer it makes (torch._disable_dynamo: 1.1 CPU-s in every training notebook's
-# kernel). Our TUTORIAL_* settings, the warm engines' IPYTHONDIR and jupyter_client's
-# JPY_* are read at run time, never when these are imported.
-KERNELS_PRELOAD = ("torch", "torch._dynamo", "numpy", "matplotlib", "ipyparallel",
-                   "ipykernel.kernelapp", "helpers", *helpers.MODULES,
-                   "helpers.figures.animation", "matplotlib.pyplot")
-_KERNEL_CMD = [sys.executable, "-m", "ipykernel_launcher"]
-INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+def use_forkserver(km: KernelManager) -> bool:
+    """Have `km` start its kernel with tools.kernel_provisioner (the kernel spec's
+    `kernel_provisioner` metadata, read by jupyter_client's KernelProvisionerFactory) where
+    the platform allows it and its entry point is installed (`pip install -e .`); else
+    leave jupyter_client's LocalProvisioner. Whether it did."""
+    from jupyter_client.provisioning import KernelProvisionerFactory
 
+    from tools import kernel_provisioner
 
-def forked_kernel_manager() -> type[KernelManager]:
-    """A KernelManager whose ipykernel is forked from a server that imported
-    KERNELS_PRELOAD (helpers/runtime/forkserver.py), where it can be; else the plain one."""
-    from jupyter_client.manager import KernelManager
-
-    from helpers.paths import REPO_ROOT
-    from helpers.runtime import forkserver
-
-    # matplotlib reads MPLBACKEND at import: the server imports it with the backend that
-    # ipykernel gives a kernel (kernelapp sets it, unless the user has)
-    kind = forkserver.Kind(KERNELS_PRELOAD, "tools.execute:forked_kernel",
-                           ignored=("PYTEST_CURRENT_TEST", "TUTORIAL_", "JPY_", "IPYTHONDIR"),
-                           defaults=(("MPLBACKEND", INLINE_BACKEND),))
-
-    class ForkedKernelManager(KernelManager):
-        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
-            if not forkserver.available() or kernel_cmd[:3] != _KERNEL_CMD:
-                return await super()._async_launch_kernel(kernel_cmd, **kw)
-            # JPY_PARENT_PID: what jupyter_client's launcher gives a kernel it starts
-            env = dict(kw.get("env") or os.environ, JPY_PARENT_PID=str(os.getpid()))
-            cwd = str(kw.get("cwd") or os.getcwd())
-            server = forkserver.fork_server(kind, env, str(REPO_ROOT))
-            stdin = os.open(os.devnull, os.O_RDONLY)
-            try:       # the kernel writes where a launched one would: this process's 1 and 2
-                child = server.fork(kernel_cmd[3:], env, cwd, [stdin, 1, 2])
-            finally:
-                os.close(stdin)
-            provisioner = self.provisioner
-            provisioner.process, provisioner.pid, provisioner.pgid = child, child.pid, child.pid
-            provisioner.cwd = cwd
-            self._reconcile_connection_info(provisioner.connection_info)
-
-    return ForkedKernelManager
-
-
-def forked_kernel(argv: list[str], fds: list[int]) -> None:
-    """The kernel fork server's entry: what `python -m ipykernel_launcher ARGV` runs."""
-    import ipykernel_launcher
-    from ipykernel import kernelapp
-
-    # the default of parent_handle was read from the server's environment at import
-    argv = [*argv, f"--IPKernelApp.parent_handle={os.environ.get('JPY_PARENT_PID', 0)}"]
-    sys.argv = [ipykernel_launcher.__file__, *argv]
-    kernelapp.launch_new_instance(argv=argv)
+    installed = KernelProvisionerFactory.instance().get_provisioner_entries()
+    if not kernel_provisioner.available() or kernel_provisioner.NAME not in installed:
+        return False
+    km.kernel_spec.metadata["kernel_provisioner"] = {"provisioner_name": kernel_provisioner.NAME}
+    return True
 
 
 def _run(notebook: Path, km: KernelManager, output: Path | None, parameters: dict | None,

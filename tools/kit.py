@@ -1,5 +1,6 @@
-"""The instructor's kit: minutes, difficulty and prerequisites per notebook, and the course
-paths, written into docs/kit/README.md by `python -m tools.kit --write`.
+"""The instructor's kit: minutes, difficulty and prerequisites per notebook, the course
+paths, and each notebook's learning outcomes, written into docs/kit/README.md by
+`python -m tools.kit --write`.
 
 What each figure comes from:
 - words, code lines and exercises: counted in the notebooks' sources (notebooks/);
@@ -8,8 +9,11 @@ What each figure comes from:
   so that a checkout without a build still has them (`--write` refreshes them from the
   executed copies that exist);
 - minutes: run time (measured) + reading and code time at stated rates + a stated time per
-  checked exercise (models: no human walkthrough was timed).
-`python -m tools.kit --check` exits 1 when the table in the page is stale.
+  checked exercise (models: no human walkthrough was timed);
+- prerequisites ("needs") and learning outcomes: notebooks/series.toml (tools.series), the
+  headings of the outcomes: each notebook's title.
+`python -m tools.kit --check` exits 1 when the table or the outcomes in the page are stale,
+or when notebooks/series.toml does not describe notebooks/ (the error names the notebook).
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from pathlib import Path
 import nbformat
 
 from helpers.paths import REPO_ROOT
-from tools import build
+from tools import build, series
 from tools.exercises import is_solution
 
 KIT_DIR = REPO_ROOT / "docs" / "kit"
@@ -36,6 +40,9 @@ MEASURED = KIT_DIR / "measured.json"
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 BEGIN = "<!-- kit:begin: written by `python -m tools.kit --write` -->"
 END = "<!-- kit:end -->"
+OUTCOMES_BEGIN = ("<!-- outcomes:begin: written by `python -m tools.kit --write` from "
+                  "notebooks/series.toml -->")
+OUTCOMES_END = "<!-- outcomes:end -->"
 
 # The rates of the model. Prose: Brysbaert, "How many words do we read per minute? A review
 # and meta-analysis of reading rate", J. Memory and Language 109 (2019) 104047: 238 words
@@ -44,17 +51,6 @@ PROSE_WPM = 238
 CODE_LINES_PER_MIN = 10
 MINUTES_PER_EXERCISE = 5
 
-# What each notebook builds on: README's order ("start with 00, then 01-07 in order; 08-10
-# build on 07; ...") and the earlier notebooks each one says it builds on.
-PREREQUISITES: dict[str, tuple[str, ...]] = {
-    "00": (), "01": ("00",), "02": ("01",), "03": ("00",), "04": ("00",), "05": ("00",),
-    "06": ("02", "03"), "07": ("05", "06"), "08": ("07",), "09": ("07",),
-    "10": ("07", "09"), "11": ("10",), "12": ("08",), "13": ("07",), "14": ("10",),
-    "15": ("14",), "16": ("15",), "17": ("14",), "18": ("09", "14"),
-    "19": ("14", "15", "17"), "20": ("17",), "21": ("09", "10", "20"), "22": ("08", "15"),
-    "23": ("15", "20"), "24": ("18",), "25": ("10", "11"), "26": ("16",),
-    "27": ("15", "16", "17", "18", "20"),
-}
 # The difficulty rule: the latest notebook a notebook needs. Up to 06 (one collective at a
 # time): introductory; 07-14 (collectives combined, point-to-point, measured, grouped):
 # intermediate; 15 or later (a parallel training step): advanced.
@@ -125,8 +121,16 @@ def from_executed(executed: Path) -> dict[str, str | float | int]:
             "slides": sum(kind in ("slide", "subslide") for kind in kinds)}
 
 
-def difficulty(stem: str) -> str:
-    needs = [int(n) for n in PREREQUISITES[stem[:2]]]
+def prerequisites(entries: dict[str, series.Notebook] | None = None
+                  ) -> dict[str, tuple[str, ...]]:
+    """Each notebook's number ("05") → the numbers of the notebooks it needs
+    (notebooks/series.toml, default; or `entries`)."""
+    entries = series.load() if entries is None else entries
+    return {entry.number: entry.needs for entry in entries.values()}
+
+
+def difficulty(stem: str, entries: dict[str, series.Notebook] | None = None) -> str:
+    needs = [int(n) for n in prerequisites(entries)[stem[:2]]]
     latest = max(needs, default=-1)
     if latest >= ADVANCED_FROM:
         return "advanced"
@@ -144,8 +148,11 @@ def notebooks(root: Path = NOTEBOOK_DIR) -> list[Path]:
     return sorted(root.glob("[0-9][0-9]_*.ipynb"))
 
 
-def table(sources: list[Path], measured: dict[str, dict]) -> str:
+def table(sources: list[Path], measured: dict[str, dict],
+          entries: dict[str, series.Notebook] | None = None) -> str:
     """The generated block: one row per notebook, then the course paths' totals."""
+    entries = series.load() if entries is None else entries
+    needed = prerequisites(entries)
     missing = [p.stem for p in sources if p.stem not in measured]
     if missing:
         raise ValueError(f"no measured run time for {missing}: run `make html`, then "
@@ -156,8 +163,9 @@ def table(sources: list[Path], measured: dict[str, dict]) -> str:
     per_stem = per_notebook(sources, measured)
     for path in sources:
         c, run, m = count(path), measured[path.stem], per_stem[path.stem[:2]]
-        needs = ", ".join(PREREQUISITES[path.stem[:2]]) or "nothing"
-        rows.append(f"| {path.stem.replace('_', ' ')} | {difficulty(path.stem)}: {needs} | "
+        needs = ", ".join(needed[path.stem[:2]]) or "nothing"
+        rows.append(f"| {path.stem.replace('_', ' ')} | {difficulty(path.stem, entries)}: "
+                    f"{needs} | "
                     f"{m['walkthrough']} | {m['lab']} | {run['run_s']:.1f} | {c.words:,} | "
                     f"{c.code_lines} | {c.exercises} + {c.more_exercises} | {run['slides']} |")
     total = {k: sum(m[k] for m in per_stem.values()) for k in ("walkthrough", "lab")}
@@ -230,11 +238,47 @@ def _fingerprint_as_built(notebook: Path, warm: str) -> str:
             os.environ["TUTORIAL_WARM_START"] = saved
 
 
+def outcomes(sources: list[Path], entries: dict[str, series.Notebook] | None = None) -> str:
+    """The generated outcomes: per notebook, its title as a heading, then its outcomes
+    (notebooks/series.toml), one item each, ";" between them and "." after the last."""
+    from tools.site import notebook_summary
+
+    entries = series.load() if entries is None else entries
+    parts = []
+    for path in sources:
+        title = notebook_summary(nbformat.read(path, as_version=4), path.stem)[0]
+        items = entries[path.stem].outcomes
+        ends = [";"] * (len(items) - 1) + ["."]
+        parts.append(f"### {title}\n\n" + "\n".join(
+            textwrap.fill(item + end, width=92, initial_indent="- ", subsequent_indent="  ",
+                          break_on_hyphens=False, break_long_words=False)
+            for item, end in zip(items, ends)))
+    return "\n\n".join(parts)
+
+
+def _between(page: str, begin: str, end: str, block: str) -> str:
+    if begin not in page or end not in page:
+        raise ValueError(f"the kit's page lacks the markers {begin!r} ... {end!r}")
+    head, rest = page.split(begin, 1)
+    return f"{head}{begin}\n{block}\n{end}{rest.split(end, 1)[1]}"
+
+
 def with_table(page: str, block: str) -> str:
-    if BEGIN not in page or END not in page:
-        raise ValueError(f"the kit's page lacks the markers {BEGIN!r} ... {END!r}")
-    head, rest = page.split(BEGIN, 1)
-    return f"{head}{BEGIN}\n{block}\n{END}{rest.split(END, 1)[1]}"
+    """`page` with the block between BEGIN and END replaced by `block`."""
+    return _between(page, BEGIN, END, block)
+
+
+def with_outcomes(page: str, block: str) -> str:
+    """`page` with the block between OUTCOMES_BEGIN and OUTCOMES_END replaced by `block`."""
+    return _between(page, OUTCOMES_BEGIN, OUTCOMES_END, block)
+
+
+def written(page: str, sources: list[Path], measured: dict[str, dict],
+            entries: dict[str, series.Notebook] | None = None) -> str:
+    """The page as `--write` writes it: its table and its outcomes regenerated."""
+    entries = series.load() if entries is None else entries
+    return with_outcomes(with_table(page, table(sources, measured, entries)),
+                         outcomes(sources, entries))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--check", action="store_true", help="exit 1 if the table is stale")
     args = parser.parse_args(argv)
     sources = notebooks()
+    try:
+        entries = series.load(NOTEBOOK_DIR)
+    except series.SeriesError as err:
+        print(err, file=sys.stderr)
+        return 1
     measured = read_measured()
     if args.write:
         measured = refresh_measured(build.EXECUTED_DIR, sources, measured)
@@ -255,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{', '.join(behind)}; `make html` first for fresh ones", file=sys.stderr)
     page = PAGE.read_text()
     try:
-        wanted = with_table(page, table(sources, measured))
+        wanted = written(page, sources, measured, entries)
     except ValueError as err:
         print(err, file=sys.stderr)
         return 1
@@ -265,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(sources)} notebooks, {datetime.now():%Y-%m-%d %H:%M}")
         return 0
     if wanted != page:
-        print(f"{PAGE} is stale: run `python -m tools.kit --write`", file=sys.stderr)
+        print(f"{PAGE} is stale (its table or its outcomes): run "
+              f"`python -m tools.kit --write`", file=sys.stderr)
         return 1
     return 0
 

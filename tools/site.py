@@ -1,17 +1,18 @@
 """The book: executed notebooks rendered by Sphinx, MyST-NB and sphinx-book-theme.
 
 `render(executed, html_dir, thumbs_dir)` stages the pages (tools.pages), the index (a card
-per notebook, its picture from thumbs_dir) and book/ (conf.py, _static/) in a temporary
-folder, runs sphinx-build there, and only then puts the new site in html_dir's place: a
-failed render leaves the old site whole. The theme gives the sidebar of the series, the
-in-page contents, search that works from disk, dark mode, copy buttons and each page's
-download (the executed notebook, as it ran: see `_restore_downloads`). The instructor's kit
-(docs/kit/README.md) is one more page, linked from the index; the answer key beside it is
-never staged (`KIT_PAGE` is the only file of docs/kit/ that goes in). "Run it yourself"
-(docs/run.md) is another, linked from the index and from the top of every page (book/conf.py),
-beside the runnable series' zip (tools.archive), which is written into the new site before
-it takes build/html's place. The index opens with "Start here": the kit's course paths, read
-from its "Course paths" section (`course_paths`).
+per notebook under its group's heading, from notebooks/series.toml; its picture from
+thumbs_dir) and book/ (conf.py, _static/) in a temporary folder, runs sphinx-build there,
+and only then puts the new site in html_dir's place: a failed render leaves the old site
+whole. The theme gives the sidebar of the series, the in-page contents, search that works
+from disk, dark mode, copy buttons and each page's download (the executed notebook, as it
+ran: see `_restore_downloads`). The instructor's kit (docs/kit/README.md) is one more page,
+linked from the index; the answer key beside it is never staged (`KIT_PAGE` is the only file
+of docs/kit/ that goes in). "Run it yourself" (docs/run.md) is another, linked from the
+index and from the top of every page (book/conf.py), beside the runnable series' zip
+(tools.archive), which is written into the new site before it takes build/html's place. The
+index opens with "Start here": the kit's course paths, read from its "Course paths" section
+(`course_paths`).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from pathlib import Path
 import nbformat
 
 from helpers.paths import REPO_ROOT
+from tools import series
 from tools.archive import NAME as ARCHIVE_NAME, write_archive
 
 BOOK_DIR = REPO_ROOT / "book"
@@ -38,13 +40,8 @@ RUN_STEM = "run"
 TITLE = "NCCL collectives, rank by rank"
 LEAD = ("One notebook per collective, then the parallelism built from them: the scheme "
         "beside what every rank really held, checked against a NumPy model.")
-# (heading, first, last notebook number): the seed's collectives, beyond them, parallelism,
-# then a transformer block split by heads, sequence, context and experts, then a step
-# fitted in memory and time, then the algorithms, failures and a plan at scale.
-GROUPS = [("Collectives", 0, 7), ("Beyond the collectives", 8, 13), ("Parallelism", 14, 19),
-          ("A transformer block, split", 20, 22),
-          ("Fitting a step in memory and time", 23, 24),
-          ("Choosing, surviving, planning", 25, 27)]
+# The groups' headings, each notebook's and their order: notebooks/series.toml (tools.series).
+# A page whose number is not in the series (a test's tiny notebook) goes under OTHER_GROUP.
 OTHER_GROUP = "More"
 SPHINX_TIMEOUT_S = 600
 
@@ -55,18 +52,20 @@ class Entry:
     title: str
 
 
-def group_name(stem: str) -> str:
-    number = int(stem[:2]) if stem[:2].isdigit() else None
-    for name, first, last in GROUPS:
-        if number is not None and first <= number <= last:
-            return name
-    return OTHER_GROUP
+def group_name(stem: str, entries: dict[str, series.Notebook] | None = None) -> str:
+    """The heading a page goes under: that of the series' notebook of its number (`entries`,
+    default notebooks/series.toml), else OTHER_GROUP."""
+    entries = series.load() if entries is None else entries
+    by_number = {entry.number: entry.group for entry in entries.values()}
+    return by_number.get(stem[:2], OTHER_GROUP)
 
 
-def grouped(entries: list[Entry]) -> list[tuple[str, list[Entry]]]:
-    """Entries under their group's heading, in series order (GROUPS, then OTHER_GROUP)."""
-    order = [name for name, _, _ in GROUPS] + [OTHER_GROUP]
-    groups = {name: [e for e in entries if group_name(e.stem) == name] for name in order}
+def grouped(pages: list[Entry], entries: dict[str, series.Notebook] | None = None
+            ) -> list[tuple[str, list[Entry]]]:
+    """Pages under their group's heading, the groups in series order, then OTHER_GROUP."""
+    entries = series.load() if entries is None else entries
+    order = series.groups(entries) + [OTHER_GROUP]
+    groups = {name: [p for p in pages if group_name(p.stem, entries) == name] for name in order}
     return [(name, members) for name, members in groups.items() if members]
 
 

@@ -15,7 +15,7 @@ Per cell: the standard `metadata.slideshow.slide_type` ("slide", "subslide", "-"
   (`--executed`) or, for a cell without one, from its code (an estimate); kept as written
   when no executed copy is given, so `--check` is the same on every machine.
 And the code cell whose first PNG is the page's picture (its index card) is tagged
-`thumbnail` (THUMBNAILS).
+`thumbnail` (notebooks/series.toml's `thumbnail`).
 
 The rules, packed to tools.slide_layout.SLIDE_PX (TITLE_PX on the title slide):
 - a `#`/`##` heading starts a slide; the first cell (the title and "What you will learn")
@@ -60,21 +60,12 @@ from tools.slide_layout import (CELL_PAD_PX, LIST_ITEM, PACK_MAX_PX, PLOT_MIN_PX
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 THUMBNAIL_TAG = "thumbnail"
-# The page's picture, per notebook: the id of the code cell whose plot shows what each rank
-# holds (or did), normally the result plot. None: the notebook has no such figure yet.
-THUMBNAILS: dict[str, str | None] = {
-    "00_ranks_and_world": "c16", "01_scatter": "c09", "02_gather": "c09",
-    "03_broadcast": "c09", "04_reduce": "c09", "05_all_reduce": "c09",
-    "06_all_gather": "c09", "07_reduce_scatter": "c09", "08_all_to_all": "c09",
-    "09_send_recv": "c09", "10_ring_all_reduce": "c20", "11_bandwidth": "c13",
-    "12_backend_support": "c16", "13_debugging": "c37b", "14_groups_and_meshes": "c15",
-    "15_data_parallel": "c10", "16_zero_fsdp": "c26", "17_tensor_parallel": "cell-12",
-    "18_pipeline_parallel": "cell-16", "19_two_d_parallel": "cell-19",
-    "20_tensor_sequence_parallel": "c18", "21_context_parallel": "cell-25",
-    "22_expert_parallel": "cell-24", "23_accumulation_compression": "cell-16",
-    "24_pipeline_schedules": "timelines", "25_algorithms": "c27",
-    "26_checkpoints_failures": "cell-21", "27_planning": "p27-per-rank-code",
-}
+def thumbnails() -> dict[str, str]:
+    """The page's picture, per notebook (notebooks/series.toml's `thumbnail`): the id of the
+    code cell whose plot shows what each rank holds (or did), normally the result plot."""
+    from tools import series
+
+    return {stem: entry.thumbnail for stem, entry in series.load(NOTEBOOK_DIR).items()}
 
 PLUMBING = re.compile(r"(?:save_run\(|save_results\(|records\s*(?:\.append\(|\.extend\(|\+=|"
                       r"=\s*\[)|cluster\.stop\(\))")
@@ -253,13 +244,13 @@ def plan(nb: nbformat.NotebookNode, executed: nbformat.NotebookNode | None = Non
     """Per cell of `nb`: its marks, {"slideshow": {...}, "slides": {...} or absent,
     "thumbnail": bool} (the module docstring has the rules)."""
     ran = {c.get("id"): c for c in (executed.cells if executed else [])}
+    card = thumbnails().get(stem, "") if stem else ""
     found, marked = roles(nb.cells), []
     sizes: list[tuple[int, int, bool]] = []          # per cell: source px, output px, plot
     for cell in nb.cells:
         slides: dict = {}
         marked.append({"slideshow": {"slide_type": found.get(len(marked), "-")},
-                       "slides": slides, "thumbnail": bool(stem) and cell.get("id")
-                       == THUMBNAILS.get(stem, "")})
+                       "slides": slides, "thumbnail": bool(card) and cell.get("id") == card})
         out = _outputs(cell, ran, slides) if cell.cell_type == "code" else (0, False)
         sizes.append((_source_px(cell), *out))
     shown = [i for i in range(len(nb.cells)) if found.get(i) not in ("skip", "notes")]
@@ -358,10 +349,11 @@ def problems(path: Path, executed_dir: Path | None = None) -> tuple[dict, list[s
         executed = nbformat.read(executed_dir / path.name, as_version=4)
     marks = plan(nb, executed, path.stem)
     wrong = []
-    if THUMBNAILS.get(path.stem) is None:
-        wrong.append(f"{path.name}: no figure chosen for its card (THUMBNAILS)")
+    card = thumbnails().get(path.stem)
+    if card is None:
+        wrong.append(f"{path.name}: no figure chosen for its card (notebooks/series.toml)")
     elif not any(m["thumbnail"] for m in marks):
-        wrong.append(f"{path.name}: no cell {THUMBNAILS[path.stem]!r} for its card")
+        wrong.append(f"{path.name}: no cell {card!r} for its card (notebooks/series.toml)")
     tall = tall_cells(nb, marks)
     if tall:
         wrong.append(f"{path.name}: cells {', '.join(tall)} are taller than a slide "

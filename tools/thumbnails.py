@@ -1,7 +1,7 @@
 """The index cards' pictures (tools.build): each page's own figure, letterboxed to the card.
 
 A page's picture is the first PNG output of its code cell tagged `thumbnail`
-(tools.slide_marks writes the tag, from the one table THUMBNAILS there; the choice is
+(tools.slide_marks writes the tag, from each entry's `thumbnail` in notebooks/series.toml; the choice is
 reviewed in the notebook's diff). Every picture is WIDTH_PX × HEIGHT_PX (16:10), the figure
 scaled to fit and centred on white: never stretched, never cropped. A page without a tagged
 cell, or whose tagged cell has no PNG, has no picture: `card_picture` raises CardError
@@ -27,8 +27,8 @@ def tagged_png(nb: nbformat.NotebookNode, stem: str) -> bytes:
     tagged = [c for c in nb.cells if TAG in c.metadata.get("tags", [])]
     if len(tagged) != 1:
         raise CardError(f"{stem}: {len(tagged)} cells tagged {TAG!r}, not one: tag the cell "
-                        "whose figure is the page's picture (THUMBNAILS in "
-                        "tools/slide_marks.py, then python -m tools.slide_marks --write)")
+                        "whose figure is the page's picture (its `thumbnail` in "
+                        "notebooks/series.toml, then python -m tools.slide_marks --write)")
     for out in tagged[0].get("outputs", []):
         if "image/png" in out.get("data", {}):
             return base64.b64decode(out["data"]["image/png"])

@@ -10,8 +10,8 @@ processes, and Linux counts each connection's bytes (`TCP_INFO`, man 7 tcp). Wri
 `tcpi_bytes_sent` − `tcpi_bytes_retrans` + `tcpi_notsent_bytes`: every byte the process
 handed to the socket, sent or still queued, each counted once. The rendezvous store's
 connections are left out (they carry no collective's data), and so are an engine's own
-connections to the ipyparallel controller where they are TCP (the slurm launcher's: its
-heartbeat echoes a ping every few seconds, whatever the rank is doing), and a connection
+connections to the ipyparallel controller (TCP, on every launcher: its heartbeat echoes a
+ping every fraction of a second, whatever the rank is doing), and a connection
 whose two ends are both in the process (such engines have one, busy a few times a second);
 every other established TCP connection of the process is counted, so a byte that a
 collective sent cannot hide.
@@ -196,8 +196,8 @@ def store_endpoints() -> frozenset[str]:
 
 
 def controller_endpoints() -> frozenset[str]:
-    """The ipyparallel controller's TCP endpoints ("host:port"), on an engine whose
-    controller listens on TCP (slurm launcher); empty elsewhere (unix sockets, torchrun)."""
+    """The ipyparallel controller's TCP endpoints ("host:port"), on an engine; empty
+    elsewhere (torchrun) or where the controller is not on TCP."""
     import sys
 
     app = sys.modules.get("ipyparallel.engine.app")   # loaded on an engine, never imported

@@ -2,9 +2,7 @@
 
 `check(record)` is the verdict per rank: does every argument's "after" match what
 helpers.collectives.models computes from the "befores"? `report(record)` shows it, one line
-per rank ("rank 0 ✓  tensor = [3.0]"). `measured_of(record, what)` is what
-helpers.checks.grade reads from a record: each rank's value and the ranks the API leaves
-undefined.
+per rank ("rank 0 ✓  tensor = [3.0]").
 """
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from helpers.checks import Report
 from helpers.formatting import one_line
 from helpers.collectives.registry import OUTPUT, ROOT
 from helpers.collectives.arrays import TOLERANCES, is_float, parse_record, record_value
-from helpers.collectives.models import UNSPECIFIED, expected_after
+from helpers.collectives.models import UNSPECIFIED, afters, expected_after
 
 
 def _matches(expected: Any, actual: Any, dtype: str) -> bool:
@@ -42,24 +40,11 @@ def _matches(expected: Any, actual: Any, dtype: str) -> bool:
         return False
 
 
-def _afters(record: dict) -> list[dict]:
-    ranks = sorted(record["ranks"], key=lambda r: r.get("rank", 0))
-    return [r.get("after") or {} for r in ranks]
-
-
 def _per_arg(record: dict) -> tuple[list[dict], list[dict[str, bool]]]:
     """The model's afters, and per rank: argument name -> does "after" match it."""
     dtype, exps = parse_record(record)[2], expected_after(record)
     return exps, [{n: _matches(e, after.get(n), dtype) for n, e in exp.items()}
-                  for exp, after in zip(exps, _afters(record))]
-
-
-def measured_of(record: dict, what: str) -> tuple[list[Any], set[int]]:
-    """Argument `what` after the call, per rank in rank order, and the ranks where the API
-    leaves it undefined (the model's UNSPECIFIED)."""
-    undefined = {r for r, exp in enumerate(expected_after(record))
-                 if exp.get(what) is UNSPECIFIED}
-    return [after.get(what) for after in _afters(record)], undefined
+                  for exp, after in zip(exps, afters(record))]
 
 
 def check(record: dict) -> list[bool]:
@@ -72,7 +57,7 @@ def report(record: dict) -> Report:
     collective, _, dtype, params, _ = parse_record(record)
     exps, oks = _per_arg(record)
     verdicts = Report()
-    for r, (exp, after, ok) in enumerate(zip(exps, _afters(record), oks)):
+    for r, (exp, after, ok) in enumerate(zip(exps, afters(record), oks)):
         parts = []
         for name, e in exp.items():
             if name != OUTPUT[collective] and ok[name]:

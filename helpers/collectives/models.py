@@ -279,3 +279,18 @@ def expected_after(record: dict) -> list[dict]:
     exp = [{n: record_value(n, b.get(n), dtype) for n in ns} for b, ns in zip(raw, names)]  # a copy
     _MODELS[collective](_Ctx(collective, ws, dtype, params, befores), exp)
     return exp
+
+
+def afters(record: dict) -> list[dict]:
+    """Each rank's "after" of a record, in rank order."""
+    ranks = sorted(record["ranks"], key=lambda r: r.get("rank", 0))
+    return [r.get("after") or {} for r in ranks]
+
+
+def measured_of(record: dict, what: str) -> tuple[list, set[int]]:
+    """Argument `what` after the call, per rank in rank order, and the ranks where the API
+    leaves it undefined (the model's UNSPECIFIED): what helpers.checks.grade reads from a
+    record."""
+    undefined = {r for r, exp in enumerate(expected_after(record))
+                 if exp.get(what) is UNSPECIFIED}
+    return [after.get(what) for after in afters(record)], undefined

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import ipyparallel as ipp
 
-from helpers.runtime import engine, launchers, unix_sockets
+from helpers.runtime import engine, launchers
 from helpers.runtime import warm as warm_start
 from helpers.runtime.config import (DEFAULT_TIMEOUT_S, ClusterConfigError, resolve_config,
                                     on_off, resolve_debug, resolve_timeout)
@@ -192,8 +192,6 @@ class TutorialCluster:
         with quiet(self._ipp_cluster), contextlib.suppress(Exception):
             self._ipp_cluster.stop_cluster_sync()  # its bookkeeping: the cluster file
         forget_cluster_files(self.cluster_id)  # a controller ended by SIGKILL leaves them
-        if str(self._ipp_cluster.controller_ip).startswith("/"):   # unix sockets: a path
-            unix_sockets.remove_sockets(self._ipp_cluster.controller_ip)
         with contextlib.suppress(Exception):
             self._owner.terminate()
             self._owner.wait(timeout=5)
@@ -257,7 +255,7 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
     on_off("TUTORIAL_OFFLINE")          # (read by the diagrams)
     try:
         plan = launchers.cluster_options(launcher, n_ranks, interface=interface)
-    except (ValueError, RuntimeError) as err:  # RuntimeError: the socket folder
+    except ValueError as err:
         raise ClusterConfigError(str(err)) from None
     if _current is not None:
         _current.stop()

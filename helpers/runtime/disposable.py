@@ -7,38 +7,47 @@ several cases run at once): the case is an ordinary function of
 `(rank, world_size)` written in a notebook cell, its source is shipped to `world_size`
 new processes that form their own gloo group (a new TCPStore on 127.0.0.1, gloo pinned
 to `lo`, a short timeout), and each process reports what the function returned, what it
-raised, or the signal that ended it (disposable_rank.py). The processes are forked from a
-server that has imported torch already: the engines' zygote (engine_zygote.py), shared by
-every kernel in the same environment, else a fork server of the caller's own
-(forkserver.py), else a new `python` each where fork is not available. The notebook's own
-engines are not involved.
+raised, or the signal that ended it (disposable_rank.py). The notebook's own engines are
+not involved.
+
+The processes are the standard library's: `multiprocessing`'s forkserver context, whose
+server imports torch once (its preload, disposable_preload.py) and forks a rank per
+request; where there is no forkserver (Windows), spawn: a new `python` each. A script
+that calls run_disposable needs the `if __name__ == "__main__":` guard that every
+`multiprocessing` script needs: a rank imports its caller's main module. The server
+lives as long as its caller; each rank as long as the pipe its caller holds to it.
 tests/claims/test_claims.py runs the ledger's claims through the same function.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import multiprocessing
 import os
 import re
 import signal
-import subprocess
-import sys
 import tempfile
 import textwrap
 import time
 import weakref
 from dataclasses import dataclass
-from pathlib import Path
+from multiprocessing.connection import wait
 from typing import Any, Callable
 
-from helpers.runtime import forkserver
-from helpers.runtime.disposable_rank import COLD_START, PRELOAD, RESULT_MARK
+from helpers.runtime import disposable_rank
 from helpers.runtime.launchers import local_engine_env
 from helpers.runtime.rendezvous import listening_socket
 from helpers.runtime.tracebacks import without_machine_paths
 
-_ROOT = str(Path(__file__).resolve().parents[2])   # the folder that holds helpers/
-RANKS = forkserver.Kind(PRELOAD, "helpers.runtime.disposable_rank:forked", zygote=True)
+# forkserver where the platform has it (Linux, macOS), else spawn. The preload is the
+# context's (the standard library keeps one forkserver per process): set before any start.
+START_METHOD = ("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+                else "spawn")
+_CONTEXT = multiprocessing.get_context(START_METHOD)
+if START_METHOD == "forkserver":
+    _CONTEXT.set_forkserver_preload(list(disposable_rank.PRELOAD))
+LET_GO_S = 5.0   # how long a rank that reported has to exit once let go
 
 
 @dataclass
@@ -127,9 +136,9 @@ def run_disposable(case: Callable[..., Any], world_size: int = 2,
 
 
 def rank_environment(world_size: int) -> dict[str, str]:
-    """What the ranks start with: this process's environment and a local cluster's engine
-    settings, so one zygote (keyed by the environment) forks both that cluster's engines
-    and these ranks, and torch's C++ warnings stay out of both's stderr."""
+    """What the ranks run in: this process's environment and a local cluster's engine
+    settings (gloo on loopback, torch's C++ warnings out of their stderr, one OpenMP
+    thread each)."""
     return {**os.environ, "OMP_NUM_THREADS": "1", **local_engine_env(world_size),
             "PYTHONUNBUFFERED": "1"}
 
@@ -143,27 +152,31 @@ def start_disposable(case: Callable[..., Any], world_size: int = 2,
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, not {world_size}")
     source, name = case_source(case), case.__name__
-    listener = listening_socket("127.0.0.1")
-    port = listener.getsockname()[1]
     env = rank_environment(world_size)
     run = DisposableRun(time.monotonic() + limit_s)
+    listener = listening_socket("127.0.0.1") if group else None
+    port = listener.getsockname()[1] if listener is not None else None
     try:
-        server = forkserver.fork_server(RANKS, env, _ROOT) if forkserver.available() else None
         for rank in range(world_size):
             spec = {"rank": rank, "world_size": world_size, "port": port,
-                    "listen_fd": listener.fileno() if rank == 0 else None,
                     "timeout_s": timeout_s, "detail": detail, "group": group,
-                    "source": source, "name": name, "args": dict(args or {})}
-            out = open(Path(run.folder.name) / f"{rank}.out", "w+")
-            err = open(Path(run.folder.name) / f"{rank}.err", "w+")
-            run.logs.append((out, err))
-            run.procs.append(_start_rank(server, spec, env, out, err))
+                    "source": source, "name": name, "args": dict(args or {}), "env": env}
+            run.start(spec, listener if rank == 0 else None)
     except BaseException:
         run.abandon()
         raise
     finally:
-        listener.close()
+        if listener is not None:
+            listener.close()      # rank 0 has its own copy now
     return run
+
+
+@dataclass
+class _Rank:
+    process: Any                  # a multiprocessing Process
+    conn: Any                     # the caller's end of the pipe to it
+    stderr: Any                   # the caller's open file of its stderr
+    path: str                     # that file's name, until the rank removes it
 
 
 class DisposableRun:
@@ -172,19 +185,31 @@ class DisposableRun:
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
-        self.folder = tempfile.TemporaryDirectory(prefix="disposable-")
-        self.procs: list = []
-        self.logs: list = []
+        self._ranks: list[_Rank] = []
         self._outcomes: list[RankOutcome] | None = None
-        self._end = weakref.finalize(self, _kill_all, self.procs)
+        self._end = weakref.finalize(self, _end_all, self._ranks)
+
+    @property
+    def procs(self) -> list:
+        """The ranks' processes (multiprocessing Process objects), in rank order."""
+        return [rank.process for rank in self._ranks]
+
+    def start(self, spec: dict, listener: Any) -> None:
+        """Start the rank `spec` describes (rank 0 gets the store's `listener`)."""
+        fd, path = tempfile.mkstemp(prefix="disposable-", suffix=f"-{spec['rank']}.err")
+        ours, theirs = _CONTEXT.Pipe()
+        process = _CONTEXT.Process(
+            target=disposable_rank.run, args=({**spec, "stderr": path}, theirs, listener),
+            name=f"disposable-rank-{spec['rank']}", daemon=True)
+        self._ranks.append(_Rank(process, ours, open(fd, "r", errors="replace"), path))
+        try:
+            process.start()
+        finally:
+            theirs.close()        # the rank's end is the rank's alone: it sees EOF when we go
 
     def abandon(self) -> None:
         """Kill the ranks and remove their files, without reading what they said."""
         self._end()
-        for out, err in self.logs:
-            out.close()
-            err.close()
-        self.folder.cleanup()
 
     def outcomes(self) -> list[RankOutcome]:
         """Wait until every rank has reported or died (or the limit), then how each ended."""
@@ -193,85 +218,67 @@ class DisposableRun:
         return self._outcomes
 
     def _collect(self) -> list[RankOutcome]:
-        procs, logs = self.procs, self.logs
-        pending = _wait_until_reported(procs, [out for out, _ in logs], self.deadline)
-        for proc in procs:
-            proc.stdin.close()   # a rank that reported may go
+        reports, pending = _wait_for_reports(self._ranks, self.deadline)
+        for index in pending:         # still working at the limit: killed, not waited for
+            _kill(self._ranks[index].process)
         codes: list[int | None] = []
-        for rank, proc in enumerate(procs):
-            try:     # one still working at the limit is killed now, not waited for
-                codes.append(None if rank in pending else proc.wait(timeout=5))
-            except subprocess.TimeoutExpired:
-                codes.append(None)
-        for proc, code in zip(procs, codes):
-            if code is None:
-                os.killpg(proc.pid, signal.SIGKILL)   # our own child's session
-                proc.wait()
-        self._end.detach()
+        for index, rank in enumerate(self._ranks):
+            rank.conn.close()         # let go: a rank that reported exits now
+            rank.process.join(LET_GO_S)
+            code = rank.process.exitcode
+            if code is None:          # reported, then never left: killed, and said so
+                _kill(rank.process)
+                rank.process.join()
+            codes.append(None if index in pending else code)
         outcomes = []
-        for rank, ((out, err), code) in enumerate(zip(logs, codes)):
-            out.seek(0)
-            err.seek(0)
-            outcome = RankOutcome(rank, code, stderr=err.read())
-            for line in out.read().splitlines():
-                if line.startswith(RESULT_MARK):
-                    report = json.loads(line[len(RESULT_MARK):])
-                    outcome.result = report.get("result")
-                    outcome.error = report.get("error")
-                    outcome.seconds = report.get("seconds")
-            out.close()
-            err.close()
-            outcomes.append(outcome)
-        self.folder.cleanup()
+        for index, (rank, code) in enumerate(zip(self._ranks, codes)):
+            rank.stderr.seek(0)
+            report = reports.get(index, {})
+            outcomes.append(RankOutcome(index, code, report.get("result"), report.get("error"),
+                                        report.get("seconds"), rank.stderr.read()))
+        self._end()                   # files closed and removed; nothing is left running
         return outcomes
 
 
-def _kill_all(procs: list) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            proc.wait()
+def _wait_for_reports(ranks: list[_Rank], deadline: float) -> tuple[dict[int, dict], set[int]]:
+    """Until `deadline`: each rank's report, or its end without one. Returns the reports
+    by rank, and the ranks that had neither reported nor ended at the deadline."""
+    reports: dict[int, dict] = {}
+    waiting = {rank.conn: index for index, rank in enumerate(ranks)}
+    ended = {rank.process.sentinel: rank.conn for rank in ranks}
+    while waiting and (left := deadline - time.monotonic()) > 0:
+        for ready in wait([*waiting, *(s for s, c in ended.items() if c in waiting)], left):
+            conn = ended.get(ready, ready)
+            if conn not in waiting:
+                continue
+            if ready is conn or conn.poll():   # a report, or the end of the pipe
+                with contextlib.suppress(EOFError, OSError):
+                    reports[waiting[conn]] = json.loads(conn.recv_bytes())
+            waiting.pop(conn)
+    return reports, set(waiting.values())
 
 
-def _start_rank(server: forkserver.ForkServer | None, spec: dict, env: dict[str, str],
-                out, err) -> subprocess.Popen | forkserver.ForkedChild:
-    """One rank: forked from `server`, or a new `python` where there is none."""
-    if server is None:
-        fd = spec["listen_fd"]
-        return subprocess.Popen([sys.executable, "-c", COLD_START, json.dumps(spec), _ROOT],
-                                stdin=subprocess.PIPE, stdout=out, stderr=err, env=env,
-                                start_new_session=True, pass_fds=(fd,) if fd is not None else ())
-    read_end, write_end = os.pipe()
-    try:
-        fds = [read_end, out.fileno(), err.fileno()]
-        fds += [] if spec["listen_fd"] is None else [spec["listen_fd"]]
-        rank = server.fork(spec, env, os.getcwd(), fds)
-    except BaseException:
-        os.close(write_end)
-        raise
-    finally:
-        os.close(read_end)
-    rank.stdin = os.fdopen(write_end, "w")
-    return rank
+def _kill(process: Any) -> None:
+    """SIGKILL a rank and its session (what it started), if it is still running."""
+    if process.pid is None or process.exitcode is not None:
+        return
+    if hasattr(os, "killpg"):
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        process.kill()
 
 
-def _wait_until_reported(procs: list, outs: list, deadline: float) -> set[int]:
-    """Until `deadline`: wait for every process to have printed its result or ended.
-    Returns the ranks still running without a result at the deadline (none before it)."""
-    while True:
-        pending = set()
-        for rank, (proc, out) in enumerate(zip(procs, outs)):
-            if proc.poll() is None:
-                out.flush()
-                with open(out.name) as text:
-                    if RESULT_MARK not in text.read():
-                        pending.add(rank)
-        if not pending or time.monotonic() >= deadline:
-            return pending
-        time.sleep(0.05)
+def _end_all(ranks: list[_Rank]) -> None:
+    """Kill whatever rank still runs, reap it, close and remove its files."""
+    for rank in ranks:
+        _kill(rank.process)
+        rank.conn.close()
+        if rank.process.pid is not None:
+            rank.process.join()
+        rank.stderr.close()
+        with contextlib.suppress(OSError):
+            os.unlink(rank.path)
 
 
 def show(outcomes: list[RankOutcome]) -> list[RankOutcome]:

@@ -72,7 +72,6 @@ def reseed() -> None:
     torch.seed()
 
 
-NANNY_NAME = "ipp-nanny"   # what ps, top and psutil's name() show for a forked nanny
 JOB_END_EXIT_S = 1.0       # a nanny sent SIGTERM exits at the latest this much later
 
 
@@ -91,6 +90,8 @@ def _be_the_nanny(settings_fd: int, url_fd: int) -> None:
     import pickle
 
     os.setsid()              # as start_nanny's start_new_session: the engine's signals pass
+    from helpers.runtime.processes import NANNY_NAME
+
     _set_name(NANNY_NAME)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)         # not the engine's stdout: its launcher waits for that to close

@@ -7,23 +7,23 @@ first start launches a zygote, `python -m helpers.runtime.engine_zygote SOCKET`:
 what engine_boot imports, once, then forks one boot per later start. The launched
 `engine_boot` process stays what ipyparallel watches (its output file, its exit code,
 the signals it is sent): it hands its environment, folder and stdout to the zygote, passes
-on the signals it gets, and exits as the forked boot exits. It forks the ranks of
-disposable runs too (forkserver.Kind.zygote): their fork server is then this zygote, one
-per user and environment instead of one per kernel, and their caller is one of its owners.
+on the signals it gets, and exits as the forked boot exits.
 
 A zygote serves one user (its socket is in the owner-only folder of
-unix_sockets.private_socket_dir) and one environment: the name of its socket is a digest
+processes.private_socket_dir) and one environment: the name of its socket is a digest
 of what engine_boot's imports could read, every variable but PER_START (which they do
 not read: a start's own, and what a kernel's differs in from a script's). A forked boot
 takes its caller's environment, and shows it in /proc/PID/environ too (written over the
 zygote's, which has room for it): processes.cluster_processes finds a cluster's
 processes there.
 
-Lifetime: the zygote ends when every process it started engines for is gone (the owners,
-TUTORIAL_OWNER_PID, and the parents of the kernels among them, JPY_PARENT_PID: stopping
-JupyterLab ends it), or after TUTORIAL_ZYGOTE_IDLE seconds (IDLE_S) without a start; a
-caller that goes kills what it asked for. Where fork is not available, with TUTORIAL_ZYGOTE=0, or
-when the zygote cannot start, engine_boot boots in place.
+Lifetime: the zygote ends when every process it started engines for is gone (their owners,
+TUTORIAL_OWNER_PID: the kernels, a warm cluster's keeper) and every fork server caller,
+or after TUTORIAL_ZYGOTE_IDLE seconds (IDLE_S) without a start; a caller that goes kills
+what it asked for. A kernel's parent (JPY_PARENT_PID: JupyterLab, a build) is no owner:
+shutting the last kernel down ends the zygote, and a restarted kernel starts a new one. Where
+fork is not available, with TUTORIAL_ZYGOTE=0, or when the zygote cannot start,
+engine_boot boots in place.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from helpers.runtime import forkserver
-from helpers.runtime.processes import kill_forked
+from helpers.runtime.processes import kill_forked, running
 
 # What differs from one start to the next, or between a kernel and a script, and nothing
 # the zygote's preload() reads (tests/runtime/test_engine_zygote.py checks it): the
@@ -60,7 +60,7 @@ ROOM_BYTES = 8192
 IDLE_S = 600.0        # TUTORIAL_ZYGOTE_IDLE: the longest a zygote waits for another start
 START_LIMIT_S = 180.0                    # the zygote's imports on a loaded 2-core machine
 OWNERS_POLL_S = 1.0
-OWNERS = ("TUTORIAL_OWNER_PID", "JPY_PARENT_PID")   # the zygote lives while one of these does
+OWNERS = ("TUTORIAL_OWNER_PID",)     # the zygote lives while one of these does
 MAX_FDS = 8          # with a request: a boot's 3, a fork server's request file and its fds
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
            signal.SIGUSR2)
@@ -74,7 +74,7 @@ def zygote_environment(env: dict[str, str]) -> dict[str, str]:
 
 def socket_path(env: dict[str, str]) -> Path:
     """Where the zygote for a process in `env` listens."""
-    from helpers.runtime.unix_sockets import private_socket_dir
+    from helpers.runtime.processes import private_socket_dir
 
     key = json.dumps([sys.executable, _ROOT, sorted(zygote_environment(env).items())])
     return private_socket_dir() / f"zygote-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
@@ -190,7 +190,7 @@ def idle_seconds(env: dict[str, str]) -> float:
 
 
 def owners_of(env: dict[str, str]) -> list[str]:
-    """The processes a start in `env` is made for: its owner and its kernel's parent."""
+    """The processes a start in `env` is made for: its owner (a kernel, a keeper)."""
     return [env[name] for name in OWNERS if env.get(name, "").isdigit()]
 
 
@@ -292,7 +292,7 @@ def serve(path: Path, idle_s: float = IDLE_S, owner_pids: tuple[str, ...] = ()) 
                                              {"refused": "no room"}).encode())
             callers = len(selector.get_map()) - 2
             if callers == 0 and not boots and (
-                    (owners and not any(o.is_running() for o in owners.values()))
+                    (owners and not any(map(running, owners.values())))
                     or time.monotonic() - last_start > idle_s):
                 return
     finally:                             # what a later zygote of this name would make anew

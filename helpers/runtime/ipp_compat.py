@@ -27,21 +27,6 @@ class Workaround:
     still_needed: Callable[[], bool] | None = None   # probe of the upstream behaviour
 
 
-def _controller_binds_ipc_with_a_dash() -> bool:
-    from ipyparallel.controller.app import IPController
-
-    controller = IPController()
-    controller.engine_info = {"interface": "ipc:///probe/ipp", "registration": 5}
-    return controller.construct_url("engine", "registration") == "ipc:///probe/ipp-5"
-
-
-def _engine_heartbeat_on_loopback_tcp() -> bool:
-    from ipyparallel.engine.app import IPEngine
-
-    return "bind_to_random_port(f'tcp://{localhost()}')" in inspect.getsource(
-        IPEngine.start_heartbeat)
-
-
 def _engine_reads_connection_from_the_environment() -> bool:
     import ipyparallel.engine.app as engine_app
     from ipyparallel import Cluster
@@ -87,24 +72,10 @@ def _launcher_class_names() -> bool:
     from helpers.runtime import launchers as ours
 
     return all(hasattr(launcher, name) for name in (
-        ours.MPI_ENGINES, ours.SLURM_ENGINES, ours.SLURM_CONTROLLER, ours.LOCAL_ENGINES,
-        ours.LOCAL_CONTROLLER))
+        ours.MPI_ENGINES, ours.SLURM_ENGINES, ours.SLURM_CONTROLLER, ours.LOCAL_ENGINES))
 
 
 WORKAROUNDS = (
-    Workaround(
-        "ipc-url-spelling", "helpers.runtime.unix_sockets:run_controller",
-        "the controller binds an ipc socket as <interface>-<port> (IPController.construct_url)"
-        " while engines and client connect to <interface>:<port>: no engine registers",
-        "test_private_sockets.py::test_upstream_controller_and_engines_spell_ipc_urls_"
-        "differently; if they agree, start the stock controller (drop controller_cmd)",
-        _controller_binds_ipc_with_a_dash),
-    Workaround(
-        "engine-heartbeat-tcp", "helpers.runtime.launchers:ENGINE_IPC_ARGS",
-        "an engine's heartbeat monitor binds tcp://127.0.0.1 whatever the transport "
-        "(IPEngine.start_heartbeat): max_heartbeat_misses=0 turns it off",
-        "if it follows the transport, drop the argument (engines then exit by themselves "
-        "when the controller goes)", _engine_heartbeat_on_loopback_tcp),
     Workaround(
         "forking-engine-start", "helpers.runtime.engine_boot:boot",
         "one process per engine, each importing torch: engine_boot replaces the local "

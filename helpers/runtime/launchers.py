@@ -5,12 +5,13 @@
     apply(plan, cluster)                 # launcher settings go on cluster.config
     cluster.start_and_connect_sync()
 
-The notebook side builds a `LaunchPlan` (data; only the owner-only socket folder is
-made). The engine side needs only `rank_from_environment()`, which reads the ranks that
-mpiexec or srun gave the process (stdlib only).
+The notebook side builds a `LaunchPlan` (data). The engine side needs only
+`rank_from_environment()`, which reads the ranks that mpiexec or srun gave the process
+(stdlib only).
 
-On one host (local, mpi) the controller listens on unix sockets in an owner-only folder,
-not on loopback TCP, which every local user can reach: helpers/runtime/unix_sockets.py.
+On one host (local, mpi) the controller is ipyparallel's own, on 127.0.0.1 (its messages
+HMAC-signed with the key of an owner-only connection file: docs/security.md), and the
+engines watch its heartbeat: they leave by themselves when it is gone.
 """
 from __future__ import annotations
 
@@ -26,8 +27,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from helpers.runtime import unix_sockets
-
 if TYPE_CHECKING:  # engines import this module too: keep ipyparallel off its import path
     import ipyparallel as ipp
 
@@ -40,14 +39,12 @@ MPI_ENGINES = "MPIEngineSetLauncher"
 SLURM_ENGINES = "SlurmEngineSetLauncher"
 SLURM_CONTROLLER = "SlurmControllerLauncher"
 LOCAL_ENGINES = "LocalEngineSetLauncher"
-LOCAL_CONTROLLER = "LocalControllerLauncher"
-IPC_ARGS = ["--IPController.transport=ipc"]
-# Engines: no heartbeat monitor socket (ipyparallel binds it on loopback TCP; with 0 the
-# engine no longer exits by itself when the controller is gone: stop() and the reaper
-# end it). The nanny stays: notebook 13 counts the engines a crash leaves, which the
-# nanny reports at once (its relay socket stays on TCP, hard-coded in ipyparallel).
-# ipp_compat: engine-heartbeat-tcp
-ENGINE_IPC_ARGS = ["--IPEngine.max_heartbeat_misses=0"]
+# An engine checks for the controller's heartbeat every HeartMonitor.period + 0.5 s
+# (IPEngine.start_heartbeat; starting.CONTROLLER_ARGS sets the period to 0.25 s) and exits
+# after this many checks in a row without one: a SIGKILLed controller's engines are gone
+# within about 6 s (tests/runtime/test_loopback.py) instead of ipyparallel's 50 (37 s).
+HEARTBEAT_MISSES = 8
+ENGINE_ARGS = [f"--IPEngine.max_heartbeat_misses={HEARTBEAT_MISSES}"]
 # What srun runs per task: ipyparallel's engine, with a nanny that reports the job's end
 # (scancel, time limit) to the controller at once. The same Python as the notebook's, as
 # ipyparallel's default: the nodes see the same installation.
@@ -265,13 +262,14 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
                     mpiexec: str = "mpiexec") -> LaunchPlan:
     """The LaunchPlan for `n_ranks` engines started by `launcher`.
 
-    local: one host; the controller on unix sockets in an owner-only folder (made
-    here), torch's store and gloo on loopback. mpi: the same, engines by mpiexec
-    with `--oversubscribe` (+ `--allow-run-as-root` as root) for Open MPI.
+    local: one host; ipyparallel's controller on 127.0.0.1, torch's store and gloo on
+    loopback, engines that leave when the controller's heartbeat stops (ENGINE_ARGS).
+    mpi: the same, engines by mpiexec with `--oversubscribe` (+ `--allow-run-as-root`
+    as root) for Open MPI.
     slurm: engines by sbatch/srun, one task per GPU on ceil(n / gpus_per_node)
     nodes; the controller by sbatch too (controller="local": next to the notebook),
-    listening on TCP on `interface` (else $TUTORIAL_IFNAME; required): engines on
-    other nodes cannot reach a unix socket.
+    listening on `interface` (else $TUTORIAL_IFNAME; required): engines on other
+    nodes cannot reach loopback.
 
     rendezvous_host is loopback for local/mpi; for slurm it is `interface`'s
     address *on this host*. Rank 0 runs on a compute node: resolve it there with
@@ -288,11 +286,9 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
             raise ValueError(f"the {launcher} launcher runs on one host over loopback "
                              f"('lo'), not {interface!r}: use launcher='slurm'")
         env = local_engine_env(n_ranks)
-        kwargs: dict[str, Any] = {"n": n_ranks,
-                                  "controller_ip": unix_sockets.controller_socket_prefix(),
-                                  "controller_args": list(IPC_ARGS)}
-        engines = {"environment": env, "engine_args": list(ENGINE_IPC_ARGS)}
-        config = {LOCAL_CONTROLLER: {"controller_cmd": unix_sockets.controller_command()}}
+        kwargs: dict[str, Any] = {"n": n_ranks, "controller_ip": LOOPBACK}
+        engines = {"environment": env, "engine_args": list(ENGINE_ARGS)}
+        config = {}
         if launcher == "local":
             config[LOCAL_ENGINES] = engines
         else:

@@ -10,18 +10,18 @@ IPYTHONDIR ends them: another project (another IPYTHONDIR) or another user keeps
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
+import stat
+import tempfile
 import time
 from pathlib import Path
 
 import psutil
 
-from helpers.runtime.unix_sockets import remove_sockets
-
 OWNER_VARIABLE = "TUTORIAL_OWNER_PID"
 IPYTHONDIR_VARIABLE = "TUTORIAL_IPYTHONDIR"
+NANNY_NAME = "ipp-nanny"   # what ps, top and psutil's name() show for a forked nanny
 
 
 def _environ(proc: psutil.Process) -> dict[str, str]:
@@ -71,19 +71,37 @@ def batch_script(cluster_id: str, launcher_class: str, ipython_dir: str | None =
 
 
 def forget_cluster_files(cluster_id: str, ipython_dir: str | None = None) -> None:
-    """Remove the cluster and connection files of a cluster whose processes are gone, its
-    batch scripts (slurm), and its controller's unix socket files (the prefix is in a
-    connection file): a controller that was SIGKILLed could not remove them itself."""
+    """Remove the cluster and connection files of a cluster whose processes are gone, and
+    its batch scripts (slurm): a controller that was SIGKILLed could not remove them."""
     folder = security_dir(ipython_dir)
     for path in [folder / f"cluster-{cluster_id}.json",
                  *folder.glob(f"ipcontroller-{cluster_id}-*.json"),
                  *folder.glob(f"batch-{cluster_id}-*.sbatch")]:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            interface = json.loads(path.read_text()).get("interface", "")
-            if interface.startswith("ipc://"):
-                remove_sockets(interface[len("ipc://"):])
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+def private_socket_dir() -> Path:
+    """An owner-only (0700) folder for this user's unix sockets (the engines' zygote),
+    made if missing.
+
+    $XDG_RUNTIME_DIR/nccl-notebooks when that is set (a per-user folder already), else
+    <temp dir>/nccl-notebooks-<uid>. A folder of that name that another user owns, that
+    is a link, or that others can enter is refused: /tmp is shared.
+    """
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
+    folder = (Path(runtime) / "nccl-notebooks" if runtime and os.path.isdir(runtime)
+              else Path(tempfile.gettempdir()) / f"nccl-notebooks-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise RuntimeError(f"{folder} is not a folder of this user: remove it, or set "
+                           "XDG_RUNTIME_DIR to a private folder")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        raise RuntimeError(f"{folder} can be entered by other users "
+                           f"(mode {stat.S_IMODE(info.st_mode):o}): chmod 700 it")
+    return folder
 
 
 def running(proc: psutil.Process | int) -> bool:
@@ -121,8 +139,6 @@ def end_processes(procs: list[psutil.Process], grace_s: float = 3.0,
     A forked nanny gets SIGKILL at once: on SIGTERM it would report its engine's end to
     a controller that is ending too (engine_boot._nanny_class), and linger up to 1 s.
     """
-    from helpers.runtime.engine_boot import NANNY_NAME
-
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             if proc.name() == NANNY_NAME:

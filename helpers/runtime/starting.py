@@ -24,8 +24,10 @@ from helpers.runtime.progress import StartProgress
 
 # The controller counts an engine as registered at the heartbeat after its first pong:
 # up to 2 periods, 3 s each by default. A 0.25 s period with 120 misses allowed keeps
-# the 30 s (10 x 3 s) before a silent engine is declared dead. Schedulers run as threads
-# (--usethreads), not as forked processes.
+# the 30 s (10 x 3 s) before a silent engine is declared dead; the engines check for it
+# every period + 0.5 s (launchers.HEARTBEAT_MISSES). Schedulers run as threads
+# (--usethreads), not as forked processes. ipyparallel's controller itself, on
+# 127.0.0.1 (launchers.cluster_options).
 CONTROLLER_ARGS = ["--usethreads", "--HeartMonitor.period=250",
                    "--HeartMonitor.max_heartmonitor_misses=120"]
 
@@ -59,7 +61,9 @@ def quiet(ipp_cluster: ipp.Cluster) -> Iterator[None]:
 @contextlib.contextmanager
 def owned_and_private(owner_pid: int) -> Iterator[None]:
     """Processes started inside carry their owner's pid and this IPYTHONDIR (whose start
-    cells may end them once the owner is gone), and create files 0600."""
+    cells may end them once the owner is gone), and create files 0600: ipyparallel's
+    controller writes a connection file (the key) before it chmods it 0600
+    (IPController.save_connection_dict), so with umask 077 it is never readable by others."""
     stamps = {OWNER_VARIABLE: str(owner_pid), IPYTHONDIR_VARIABLE: current_ipython_dir()}
     previous = {name: os.environ.get(name) for name in stamps}
     os.environ.update(stamps)

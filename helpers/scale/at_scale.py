@@ -1,10 +1,11 @@
 """The "At scale (model)" box of notebooks 05–27: what each page's scheme costs on a cluster
 of H100s, computed only by the series' own models from published hardware figures.
 
-    box = boxes()["16"]()          # a Box: its columns, raw rows, the figures it used
+    box = box_14()                 # a Box: its columns, raw rows, the figures it used
     box.table()                    # the rows as a markdown table
 
-The boxes of the training pages (15–27) are in helpers.scale.at_scale_training.
+The boxes of the training pages (15–27), and `boxes()`, every page's box by its
+notebook's number, are in helpers.scale.at_scale_training.
 
 Every number is a MODEL: notebook 11's α-β (`planner.call_us` on `planner.link_fits`), the
 ring model of `nccl_tests.model_sent`, notebook 27's planner (collectives, memory, FLOP),
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from helpers.bench import nccl_tests
 from helpers.scale import planner
@@ -286,11 +287,3 @@ def box_14() -> Box:
                (("GPUs", "text"), ("scheme", "text"),
                 ("each GPU sends across nodes", "bytes"), ("time (model)", "time")),
                tuple(rows), NET, ALPHA_BETA)
-
-
-def boxes() -> dict[str, Callable[[], Box]]:
-    """Notebook number ("05" … "27") → the function that computes its box."""
-    from helpers.scale import at_scale_training as training
-
-    return {f"{n:02d}": getattr(training, f"box_{n:02d}") if n >= 15 else globals()[f"box_{n:02d}"]
-            for n in range(5, 28)}

@@ -1,13 +1,14 @@
 """The "At scale (model)" boxes of the training pages, notebooks 15–27 (helpers.scale.at_scale
-holds the figures, the models as used and the boxes of 05–14). Every number is a MODEL."""
+holds the figures, the models as used and the boxes of 05–14), and `boxes()`, all of them by
+notebook number. Every number is a MODEL."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 from helpers.bench import nccl_tests
 from helpers.fitting.schedules import formula_bubble
-from helpers.scale import planner
+from helpers.scale import at_scale, planner
 from helpers.scale.algorithms import NAMES, predicted_crossover
 from helpers.scale.at_scale import (ALPHA, ALPHA_BETA, HBM, LINKS, MFU, NET, NODE, PEAK, PODS,
                                     Box, call, compute_us, fits, grads, layer_flops_per_token,
@@ -251,3 +252,9 @@ def box_27() -> Box:
                 ("memory per GPU", "bytes")), tuple(rows), NET + (PEAK, MFU, HBM),
                "notebook 27's planner and notebook 11's α-β over the links, as 27's *GPU "
                "clusters* section runs them")
+
+
+def boxes() -> dict[str, Callable[[], Box]]:
+    """Notebook number ("05" … "27") → the function that computes its box."""
+    found = {**vars(at_scale), **globals()}
+    return {name[4:]: found[name] for name in sorted(found) if name.startswith("box_")}

@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 
 import nbformat
+import pytest
 
 from claim_cases_training import TORCH_API_COLLECTIVES
 from conftest import NOTEBOOKS
+
+pytestmark = pytest.mark.docs   # the map's text in 19 against the notebooks' code
 
 # The map's name of the collective each `dist.<function>` call is
 DIST_CALLS = {"scatter": "scatter", "gather": "gather", "broadcast": "broadcast",

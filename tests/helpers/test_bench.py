@@ -11,6 +11,7 @@ import pytest
 
 from helpers.bench import nccl_tests as bandwidth
 from helpers.collectives.registry import BENCHMARKED as COLLECTIVES
+from verdicts import verdict
 
 REPO = Path(__file__).resolve().parents[2]
 SPLIT = ("scatter", "gather", "all_gather", "reduce_scatter", "all_to_all")
@@ -565,14 +566,15 @@ def test_report_fit_marks_a_model_outside_its_stated_error():
     rows = _synthetic("broadcast", 20.0, 1.0, world_sizes=(2,), noise=0.2, seed=4)
     fit = alpha_beta.fit_joint(rows)
     report = alpha_beta.report_fit(rows, {"broadcast": fit})
-    assert report.all_ok and "broadcast       ✓  median miss on the sizes left out" in str(report)
+    line = verdict(report, "broadcast")
+    assert report.all_ok and line.ok is True and "median miss on the sizes left out" in line.text
     misses = alpha_beta.holdout_misses(rows, "broadcast")
     kept = [m for k, m in misses.items() if k not in fit.left_out]
-    assert len(misses) == 24 and f"{np.median(kept):5.1%}" in str(report)
+    assert len(misses) == 24 and f"{np.median(kept):5.1%}" in line.text
     # A fit claiming a sixth of its real error: the sizes it did not see show it.
     claimed = dataclasses.replace(fit, error=fit.error / 6)
     report = alpha_beta.report_fit(rows, {"broadcast": claimed})
-    assert not report.all_ok and "broadcast       ✗" in str(report)
+    assert not report.all_ok and verdict(report, "broadcast").ok is False
     # A curve the model cannot follow shows as a large stated error.
     bent = [{**r, "time_us": 20.0 + (r["bytes"] / 1e3) ** 2} for r in rows]
     assert alpha_beta.fit_joint(bent).error > 1.0 > 0.3 > fit.error
@@ -643,6 +645,7 @@ def test_fit_unknown_algorithm_lists_valid_ones():
         alpha_beta.terms("all_reduce", 4, "halving")
 
 
+@pytest.mark.timing
 def test_copy_bandwidth_is_positive_and_quick():
     import time
     import torch  # noqa: F401  (imported before the clock starts: the copy is timed)

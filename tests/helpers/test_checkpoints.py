@@ -78,6 +78,7 @@ def test_checkpoint_dir_is_removed_at_exit(tmp_path):
     assert folder.parent == tmp_path / "tmp" and not folder.exists()
 
 
+@pytest.mark.timing
 def test_run_in_session_kills_the_whole_group_on_timeout():
     # the leader starts a child that outlives it unless the group is killed
     code = ("import subprocess, sys, time\n"

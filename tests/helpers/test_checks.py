@@ -1,5 +1,8 @@
 """Report (a check's verdicts that display themselves and read as a list of verdicts) and
-grade (an exercise's prediction against what each rank measured)."""
+grade (an exercise's prediction against what each rank measured).
+
+Whole printed lines are asserted here on purpose: the Report's lines are what every
+notebook shows a reader, so their form is the behaviour under test."""
 from __future__ import annotations
 
 import numpy as np

@@ -178,6 +178,7 @@ def assert_local(diagram, name: str) -> None:
     assert diagram.url.endswith(diagrams.UPSTREAM[name].filename)
 
 
+@pytest.mark.timing
 def test_unreachable_server_falls_back_to_our_drawing(env, monkeypatch):
     monkeypatch.setenv("TUTORIAL_DIAGRAM_BASE_URL", f"http://127.0.0.1:{closed_port()}")
     start = time.monotonic()
@@ -227,6 +228,7 @@ def test_http_error_falls_back(env, monkeypatch):
     assert "404" in diagram.note and cached_files(env) == []
 
 
+@pytest.mark.timing
 def test_slow_server_times_out(env, monkeypatch):
     with Server({"all_gather.png": make_png()}, delay_s=3.0) as server:
         monkeypatch.setenv("TUTORIAL_DIAGRAM_BASE_URL", server.url)

@@ -61,6 +61,7 @@ def test_each_rank_of_each_mistake_has_its_colour_and_words(n):
             and t.get_text()[5:].isdigit()] == [f"rank {r}" for r in range(n)]
 
 
+@pytest.mark.docs
 def test_the_table_is_the_notebooks_taxonomy():
     """Rows in section order; the mistakes the text names; colours of the verdict only."""
     rows = mistakes(4)
@@ -106,6 +107,7 @@ def test_other_world_sizes_are_refused():
         mistakes(1)
 
 
+@pytest.mark.docs
 def test_notebook_13_draws_it_for_4_ranks_under_its_title():
     cells = json.loads(NB.read_text())["cells"]
     assert [c["id"] for c in cells[:5]] == ["c00", "scheme", "scheme-text", "at-scale",

@@ -252,6 +252,7 @@ def test_report_prints_one_clear_line_per_rank(capsys):
     afters = [{"tensor": [3.0]}, {"tensor": [9.0]}, {"tensor": [2.0]}]
     assert report(record("reduce", befores, {"dst": 0}, afters)) == [True, True, True]
     out = capsys.readouterr().out.splitlines()
+    # the printed lines are the behaviour here (what a notebook's self-check shows a reader)
     assert out == ["rank 0 ✓  tensor = [3.0]",
                    "rank 1 ✓  tensor = [9.0] (not defined by reduce: only dst 0 is)",
                    "rank 2 ✓  tensor = [2.0] (not defined by reduce: only dst 0 is)"]

@@ -14,6 +14,7 @@ from helpers import checks
 from helpers.collectives.model_check import check
 from helpers.collectives import p2p
 from notebook_runner import printed
+from verdicts import verdict
 
 report_pairs = printed(p2p.report_pairs)
 
@@ -69,14 +70,16 @@ def test_shift_records_report_and_prediction(capsys):
     assert p2p.received_by_rank(records[:1], 3) == [None, None, [1.0, 2.0]]
     swapped = [{"rank": 0, "swapped": {2: True, 1 << 20: True}}, {"rank": 1, "swapped": {2: False}},
                {"rank": 2, "swapped": {}}]
-    assert report_pairs(records, swapped) == [True] * 3 + [True, True, False]
-    assert capsys.readouterr().out.splitlines()[-1] == \
-        "rank 1 ✗        2 elements: received its peer's outbox"
+    shown = report_pairs(records, swapped)
+    assert shown == [True] * 3 + [True, True, False]
+    last = shown.lines[-1]
+    assert (last.rank, last.ok) == (1, False) and last.text.split()[:2] == ["2", "elements:"]
 
     bad = p2p.shift_records(FakeCluster(_shift_states(3, 1, wrong_rank=1)), shift=1)
-    assert report_pairs(bad) == [False, True, True]  # rank 1 receives in 0 → 1
-    out = capsys.readouterr().out
-    assert "0 → 1 ✗  rank 1 received [0.0, 0.0] (model: [1.0, 2.0]" in out
+    shown = report_pairs(bad)
+    assert shown == [False, True, True]  # rank 1 receives in 0 → 1
+    wrong = verdict(shown, "0 → 1")
+    assert wrong.ok is False and "received [0.0, 0.0] (model: [1.0, 2.0]" in wrong.text
 
 
 def test_pair_records_of_an_exchange_between_two_of_four_ranks():

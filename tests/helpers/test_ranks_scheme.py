@@ -82,6 +82,7 @@ def test_the_scheme_reads_at_1280_px(n):
     assert found.min_text_px >= 9.0
 
 
+@pytest.mark.docs
 def test_the_picture_says_what_the_runtime_does():
     """127.0.0.1 is the local launcher's rendezvous host and open_store's default; the
     store is a TCPStore; init_process_group gets the backend, the store, the rank and the
@@ -103,6 +104,7 @@ def test_other_world_sizes_are_refused():
             draw_ranks(n)
 
 
+@pytest.mark.docs
 def test_notebook_00_draws_it_for_4_ranks_under_its_title():
     cells = json.loads((NOTEBOOKS / "00_ranks_and_world.ipynb").read_text())["cells"]
     scheme, text = cells[1], cells[2]

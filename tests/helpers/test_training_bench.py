@@ -167,6 +167,7 @@ def test_the_saved_table_has_every_pair_at_full_size():
     assert [r["name"] for r in table["pairs"]] == [p.name for p in all_pairs()]
 
 
+@pytest.mark.docs
 def test_each_pairs_notebook_quotes_its_row():
     for pair in all_pairs():
         cells = json.loads((REPO / "notebooks" / f"{pair.notebook}.ipynb").read_text())["cells"]

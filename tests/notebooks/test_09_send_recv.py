@@ -27,6 +27,7 @@ def _load(results, stem):
     return records if isinstance(records, list) else [records]
 
 
+@pytest.mark.timing
 @pytest.mark.notebook
 @pytest.mark.parametrize("n_ranks, src, dst", [(2, 0, 1), (3, 2, 0), (4, 0, 1)])
 def test_send_recv_notebook(n_ranks, src, dst, tmp_path, monkeypatch):

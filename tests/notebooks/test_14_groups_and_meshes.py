@@ -19,6 +19,7 @@ def _square_factors(n):
     return rows, n // rows
 
 
+@pytest.mark.timing
 @pytest.mark.notebook
 @pytest.mark.parametrize("n_ranks", RANKS)
 def test_groups_and_meshes_notebook(n_ranks, tmp_path, monkeypatch):

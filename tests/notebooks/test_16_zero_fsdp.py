@@ -22,6 +22,7 @@ def _chunk_rows(rows, rank, n):
     return len(chunks[rank]) if rank < len(chunks) else 0
 
 
+@pytest.mark.timing
 @pytest.mark.notebook
 @pytest.mark.parametrize("n_ranks", RANKS)
 def test_zero_fsdp_notebook(n_ranks, tmp_path, monkeypatch):

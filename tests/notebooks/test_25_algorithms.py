@@ -40,6 +40,7 @@ INTRO_STEPS = {
 }
 
 
+@pytest.mark.docs
 def test_the_introductions_step_counts_are_the_models():
     """The introduction (In detail) states each algorithm's latency steps; they must be
     model_terms' at every n."""
@@ -50,6 +51,7 @@ def test_the_introductions_step_counts_are_the_models():
             assert model_terms(algorithm, n)[0] == steps(n), (algorithm, n)
 
 
+@pytest.mark.docs
 def test_nccl_algo_and_proto_restrict_everywhere():
     """NCCL's docs: NCCL_ALGO / NCCL_PROTO define the algorithms / protocols NCCL may use,
     a list it still chooses from; the notebook says "restrict", never that they force."""

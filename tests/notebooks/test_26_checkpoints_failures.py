@@ -81,6 +81,7 @@ def test_checkpoints_failures_notebook(n_ranks, tmp_path, monkeypatch):
         str(got["shard_bytes"]) for got in record["ranks"]]
     _no_cross_outside_the_crash(nb)
     crash = nb.cells[[c.get("id") for c in nb.cells].index(CRASH)]
+    # the line a reader reads when a rank dies: the message is the behaviour
     assert "✗ rank {}: its engine process died".format(n_ranks - 1) in output_text(crash)
     # issue 50: the death is told by rank, without ipyparallel's raw error (its task id),
     # and no output anywhere shows a deprecation warning, a machine path or a stderr block

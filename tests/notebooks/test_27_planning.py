@@ -21,6 +21,7 @@ def _tp_local_params(n: int) -> int:
     return col + row + 4 * D
 
 
+@pytest.mark.timing
 @pytest.mark.notebook
 @pytest.mark.parametrize("n_ranks", [2, 4])
 def test_planning_notebook(n_ranks, tmp_path, monkeypatch):

@@ -87,6 +87,7 @@ def test_nccl_with_too_few_gpus_names_both_numbers_and_the_way_out():
     assert "4 rank(s)" in text and "2 GPU(s)" in text and "gloo" in text
 
 
+@pytest.mark.timing
 def test_nccl_on_this_machine_is_refused_before_any_engine_starts():
     if visible_gpu_count() >= 2:
         pytest.skip("this machine has GPUs")
@@ -176,6 +177,7 @@ def test_every_listening_socket_is_on_loopback():
         assert listening and all(ip in ("127.0.0.1", "::1") for _, ip, _ in listening), listening
 
 
+@pytest.mark.timing
 def test_a_collective_only_some_ranks_call_raises_within_the_timeout():
     with start_cluster(n_ranks=2, backend="gloo", timeout_s=3, quiet=True) as cluster:
         t0 = time.monotonic()

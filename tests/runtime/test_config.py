@@ -87,6 +87,7 @@ def readme_settings() -> set[str]:
     return set(re.findall(r"^\| `(TUTORIAL_[A-Z_]+)` \|", readme, flags=re.M))
 
 
+@pytest.mark.docs
 def test_every_setting_of_the_readme_has_a_bad_value_tried():
     assert readme_settings() == set(BAD_SETTINGS)
 

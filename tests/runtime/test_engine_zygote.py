@@ -1,6 +1,6 @@
 """Cold starts forked from a zygote (helpers/runtime/engine_zygote.py): one import of torch
 per IPYTHONDIR, engines that look and behave as if started fresh, and a zygote that goes
-when the processes it served are gone."""
+when the kernels it served are gone (not their parent: JupyterLab, a build)."""
 from __future__ import annotations
 
 import json
@@ -143,18 +143,32 @@ def test_without_the_zygote_engine_boot_boots_in_place(own_zygote, monkeypatch):
     assert not [z for z in zygotes() if _environ(z).get(OWN) == own_zygote]
 
 
-def test_the_zygote_ends_once_the_process_it_served_is_gone(own_zygote):
+ZYGOTE_GONE_S = 20    # the reaper's notice of a killed owner, its stop, the zygote's poll
+
+
+@pytest.mark.parametrize("how", ["exits", "is killed"])
+def test_the_zygote_ends_once_the_kernel_it_served_is_gone_though_its_parent_lives(
+        own_zygote, how):
+    # The child is a kernel (JPY_PARENT_PID) whose parent, this process, goes on as
+    # JupyterLab or a build does: the zygote goes with the kernel, not with its parent.
     child = Child("c = start_cluster(n_ranks=2, backend='gloo', quiet=True, warm=False)\n"
                   "say(cluster_id=c.cluster_id)\nsys.stdin.readline()\n",
-                  env=dict(os.environ, **{OWN: "the child's"}))   # its own zygote
+                  env=dict(os.environ, JPY_PARENT_PID=str(os.getpid()),
+                           **{OWN: "the child's"}))                 # its own zygote
     try:
         cluster_id = child.read()["cluster_id"]
         engines, _ = engines_and_launched(cluster_id)
         zygote = the_zygote_of(engines[0])
         listening_at = zygote.cmdline()[3]
-        child.finish()                # the child stops its cluster and exits
-        assert wait_until(lambda: not zygote.is_running(), 15), "the zygote outlived its owner"
+        if how == "exits":
+            child.finish()            # the child stops its cluster and exits
+        else:
+            child.proc.kill()         # SIGKILL: its reaper ends the cluster
+            child.proc.wait(timeout=30)
+        assert wait_until(lambda: not zygote.is_running(), ZYGOTE_GONE_S), \
+            f"the zygote outlived the kernel it served ({how}) by {ZYGOTE_GONE_S} s"
         assert not os.path.exists(listening_at), "the zygote left its socket file"
+        assert wait_until(lambda: cluster_processes(cluster_id) == [], ZYGOTE_GONE_S)
     finally:
         child.kill()
         end_zygotes("the child's")

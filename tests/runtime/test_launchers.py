@@ -5,17 +5,15 @@ import importlib.util
 import os
 import shutil
 import socket
-import sys
 import time
 from collections import namedtuple
-from pathlib import Path
 
 import ipyparallel as ipp
 import psutil
 import pytest
 from ipyparallel.cluster import launcher as ipp_launcher
 
-from helpers.runtime import launchers, unix_sockets
+from helpers.runtime import launchers
 from helpers.runtime.launchers import (
     LAUNCHERS, LaunchPlan, apply, cluster_options, interface_address, rank_from_environment,
     resolve_launcher,
@@ -81,27 +79,21 @@ def test_local_plan(monkeypatch):
     monkeypatch.setenv("TUTORIAL_IFNAME", "eth0")  # meant for slurm: ignored here
     plan = cluster_options(None, 4)
     assert plan.launcher == "local" and plan.n_ranks == 4
-    _assert_unix_socket_controller(plan)
+    _assert_loopback_controller(plan)
     assert plan.rendezvous_host == "127.0.0.1" and plan.interface == "lo"
     assert plan.config["LocalEngineSetLauncher"] == {
         "environment": {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo",
                         "TORCH_CPP_LOG_LEVEL": "ERROR", "OMP_NUM_THREADS": "1"},
-        "engine_args": ["--IPEngine.max_heartbeat_misses=0"]}
-    # a fresh socket prefix per plan: two clusters never share a socket name
-    assert cluster_options(None, 4).cluster_kwargs["controller_ip"] != \
-        plan.cluster_kwargs["controller_ip"]
+        "engine_args": [f"--IPEngine.max_heartbeat_misses={launchers.HEARTBEAT_MISSES}"]}
+    assert launchers.HEARTBEAT_MISSES > 0       # 0 would turn the engines' check off
 
 
-def _assert_unix_socket_controller(plan: LaunchPlan) -> None:
-    """The controller of a one-host plan: ipc transport, sockets in an owner-only folder."""
+def _assert_loopback_controller(plan: LaunchPlan) -> None:
+    """The controller of a one-host plan: ipyparallel's own, on 127.0.0.1."""
     kwargs = plan.cluster_kwargs
-    assert kwargs["n"] == plan.n_ranks
-    assert kwargs["controller_args"] == ["--IPController.transport=ipc"]
-    prefix = Path(kwargs["controller_ip"])
-    assert prefix.parent == unix_sockets.private_socket_dir()
-    assert prefix.parent.stat().st_mode & 0o777 == 0o700
-    assert plan.config["LocalControllerLauncher"] == {
-        "controller_cmd": [sys.executable, "-m", "helpers.runtime.unix_sockets", "controller"]}
+    assert kwargs == {"n": plan.n_ranks, "controller_ip": "127.0.0.1",
+                      **({"engine_launcher_class": "mpi"} if plan.launcher == "mpi" else {})}
+    assert not any(name.endswith("ControllerLauncher") for name in plan.config)
 
 
 @pytest.mark.parametrize("launcher", ["local", "mpi"])
@@ -121,10 +113,9 @@ def test_bad_rank_count(n_ranks):
 def test_mpi_plan_as_root_and_not(monkeypatch, open_mpi, euid, root_flag):
     monkeypatch.setattr(os, "geteuid", lambda: euid)
     plan = cluster_options("mpi", 4)
-    _assert_unix_socket_controller(plan)
+    _assert_loopback_controller(plan)
     assert plan.cluster_kwargs["engine_launcher_class"] == "mpi"
-    assert plan.config["MPIEngineSetLauncher"]["engine_args"] == [
-        "--IPEngine.max_heartbeat_misses=0"]
+    assert plan.config["MPIEngineSetLauncher"]["engine_args"] == launchers.ENGINE_ARGS
     assert plan.rendezvous_host == "127.0.0.1" and plan.interface == "lo"
     args = plan.config["MPIEngineSetLauncher"]["mpi_args"]
     assert args[0] == "--oversubscribe"
@@ -284,7 +275,7 @@ def test_apply_puts_the_config_on_the_cluster(open_mpi, monkeypatch):
     assert apply(plan, cluster) is cluster
     assert cluster.engine_launcher_class is ipp_launcher.MPIEngineSetLauncher
     assert cluster.n == 3 and cluster.controller_ip == plan.cluster_kwargs["controller_ip"]
-    assert cluster.controller_args == ["--IPController.transport=ipc"]
+    assert cluster.controller_ip == "127.0.0.1" and cluster.controller_args == []
     assert cluster.config.MPIEngineSetLauncher.mpi_args == plan.config[
         "MPIEngineSetLauncher"]["mpi_args"]
     assert "MPIEngineSetLauncher" not in before  # the shell's config is left alone
@@ -294,7 +285,7 @@ def test_apply_puts_the_config_on_the_cluster(open_mpi, monkeypatch):
     engines.n = 3
     assert engines.args[:7] == ["mpiexec", "-n", "3", "--oversubscribe",
                                 "--allow-run-as-root", "--mca", "btl"]
-    assert engines.args[-2:] == ["--mpi", "--IPEngine.max_heartbeat_misses=0"]
+    assert engines.args[-2:] == ["--mpi", *launchers.ENGINE_ARGS]
     assert engines.get_env()["GLOO_SOCKET_IFNAME"] == "lo"
 
 

@@ -116,17 +116,15 @@ def start_in_kernel(kc) -> tuple[str, int]:
     return cluster_id, kernel_pid
 
 
-def socket_files(cluster_id: str) -> list[Path]:
-    """The controller's unix socket files (`<prefix>:<port>`), the prefix read from the
-    cluster's connection file; call while the cluster runs."""
-    info = json.loads((security_dir() / f"ipcontroller-{cluster_id}-engine.json").read_text())
-    prefix = Path(info["interface"].removeprefix("ipc://"))
-    found = list(prefix.parent.glob(f"{prefix.name}:*"))
-    assert found, f"no socket files under {prefix}"
+def connection_files(cluster_id: str) -> list[Path]:
+    """The controller's connection files (each holds the cluster's key); call while the
+    cluster runs."""
+    found = list(security_dir().glob(f"ipcontroller-{cluster_id}-*.json"))
+    assert len(found) == 2, found      # engine and client
     return found
 
 
-def assert_no_socket_files(files: list[Path], timeout_s: float = GONE_WITHIN_S) -> None:
+def assert_no_connection_files(files: list[Path], timeout_s: float = GONE_WITHIN_S) -> None:
     assert wait_until(lambda: not any(f.exists() for f in files), timeout_s), \
         [str(f) for f in files if f.exists()]
 
@@ -186,11 +184,11 @@ def _env(proc: psutil.Process) -> dict:
 def test_sigkilled_kernel_leaves_nothing():
     with kernel() as (km, kc):
         cluster_id, kernel_pid = start_in_kernel(kc)
-        sockets = socket_files(cluster_id)
+        key_files = connection_files(cluster_id)
         os.kill(kernel_pid, signal.SIGKILL)
         assert wait_until(lambda: not km.is_alive(), 10)
         assert_nothing_left(cluster_id)
-        assert_no_socket_files(sockets)
+        assert_no_connection_files(key_files)
 
 
 ANOTHER_START = """
@@ -205,7 +203,7 @@ c.stop()
 def test_sigkilled_kernel_and_reaper_orphans_are_ended_by_the_next_start():
     with kernel() as (km, kc):
         cluster_id, kernel_pid = start_in_kernel(kc)
-        sockets = socket_files(cluster_id)
+        key_files = connection_files(cluster_id)
         (reaper,) = reapers(cluster_id)
         reaper.kill()   # the watchdog first, so nobody cleans up behind the kernel
         # not our child: it stays a zombie of the kernel until the kernel goes
@@ -223,7 +221,7 @@ def test_sigkilled_kernel_and_reaper_orphans_are_ended_by_the_next_start():
     assert wait_until(lambda: cluster_processes(cluster_id) == [], GONE_WITHIN_S), \
         describe(cluster_processes(cluster_id))
     assert cluster_processes(other_id) == []
-    assert_no_socket_files(sockets, timeout_s=0)
+    assert_no_connection_files(key_files, timeout_s=0)
 
 
 
@@ -242,12 +240,12 @@ def test_a_killed_kernels_cluster_file_goes_too():
     try:
         cluster_id = json.loads(proc.stdout.readline())["cluster_id"]
         assert (security_dir() / f"cluster-{cluster_id}.json").exists()
-        sockets = socket_files(cluster_id)
+        key_files = connection_files(cluster_id)
     finally:
         proc.kill()
         proc.wait(timeout=30)
     assert_nothing_left(cluster_id)
-    assert_no_socket_files(sockets)
+    assert_no_connection_files(key_files)
     assert not list(security_dir().glob(f"*{cluster_id}*")), \
         [f.name for f in security_dir().glob(f"*{cluster_id}*")]
 
@@ -324,3 +322,22 @@ def test_running_takes_a_process_or_a_pid_and_a_zombie_has_ended():
     assert not running(child.pid), "a zombie (ended, not yet reaped) counts as ended"
     child.wait()
     assert not running(child.pid)
+
+
+def test_forgetting_a_cluster_removes_its_files_only(tmp_path):
+    """The reaper and the orphan sweep end with forget_cluster_files: a controller that had
+    to be SIGKILLed leaves its connection files (the key) and the cluster file."""
+    from helpers.runtime.processes import batch_script, forget_cluster_files
+
+    security = tmp_path / "profile_default" / "security"
+    security.mkdir(parents=True)
+    for kind in ("engine", "client"):
+        (security / f"ipcontroller-c1-{kind}.json").write_text("{}")
+    (security / "cluster-c1.json").write_text("{}")
+    batch_script("c1", "SlurmEngineSetLauncher", str(tmp_path)).write_text("#!/bin/sh\n")
+    kept = [batch_script("c2", "SlurmEngineSetLauncher", str(tmp_path)),
+            security / "ipcontroller-c2-engine.json", security / "cluster-c10.json"]
+    for path in kept:
+        path.write_text("{}")
+    forget_cluster_files("c1", str(tmp_path))
+    assert sorted(security.iterdir()) == sorted(kept)

@@ -108,6 +108,7 @@ CANCELLED_NOTEBOOK = [
 ]
 
 
+@pytest.mark.timing
 def test_cancelled_job_mid_cell_gives_an_error_and_the_next_start_works(on_slurm, tmp_path):
     started_mark = tmp_path / "started"      # the start cell is done: scancel may come
     nb = nbformat.v4.new_notebook()
@@ -286,6 +287,7 @@ def recipe_batch_file() -> str:
     return textwrap.dedent(block)
 
 
+@pytest.mark.docs
 @pytest.mark.parametrize("hosts", [1, 2], ids=["one-node", "two-hosts"])
 def test_srun_torchrun_recipe(hosts, request, tmp_path):
     """docs/instructors.md's batch file, as it is, runs notebook 00's torchrun script:

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import NOTEBOOKS, REPO
-from helpers.runtime.processes import cluster_processes
+from helpers.runtime.processes import NANNY_NAME, cluster_processes
 from helpers.runtime.progress import COLD_STAGES, WARM_STAGES, StartProgress
 from test_leftovers import describe, kernel
 
@@ -133,6 +133,7 @@ def test_forked_engines_are_separate_processes_with_their_own_random_state():
     assert len(set(draws)) == 6, draws
 
 
+@pytest.mark.timing
 def test_each_engine_forks_its_nanny_and_the_nanny_reports_its_death_at_once():
     """engine_boot.fork_nanny: no `python -m ipyparallel.engine.nanny` (0.3 CPU-s of
     imports each); every engine's one nanny is its forked child, and still tells the
@@ -141,7 +142,6 @@ def test_each_engine_forks_its_nanny_and_the_nanny_reports_its_death_at_once():
 
     import psutil
 
-    from helpers.runtime import engine_boot
     from helpers.runtime.cluster import start_cluster
 
     with start_cluster(3, "gloo", quiet=True) as cluster:
@@ -150,7 +150,7 @@ def test_each_engine_forks_its_nanny_and_the_nanny_reports_its_death_at_once():
         assert started == [], describe(started)
         for info in cluster.ranks:
             nannies = [c for c in psutil.Process(info.pid).children()
-                       if c.name() == engine_boot.NANNY_NAME]
+                       if c.name() == NANNY_NAME]
             assert len(nannies) == 1, (info.rank, describe(procs))
         killed_at = time.monotonic()
         os.kill(cluster.ranks[2].pid, signal.SIGKILL)
@@ -160,6 +160,7 @@ def test_each_engine_forks_its_nanny_and_the_nanny_reports_its_death_at_once():
         assert time.monotonic() - killed_at < 10
 
 
+@pytest.mark.timing
 def test_a_nanny_sent_sigterm_tells_the_controller_at_once_and_exits():
     """The end of a batch job (Slurm's scancel or time limit) sends SIGTERM to every
     process of the job; an engine busy in a cell outlives it. The nanny tells the
@@ -174,7 +175,7 @@ def test_a_nanny_sent_sigterm_tells_the_controller_at_once_and_exits():
 
     with start_cluster(2, "gloo", quiet=True) as cluster:
         [nanny] = [c for c in psutil.Process(cluster.ranks[1].pid).children()
-                   if c.name() == engine_boot.NANNY_NAME]
+                   if c.name() == NANNY_NAME]
         busy = cluster.client[cluster.engine_ids[1]].apply_async(time.sleep, 60)
         sent_at = time.monotonic()
         nanny.send_signal(signal.SIGTERM)
@@ -250,6 +251,7 @@ def test_executed_notebook00_keeps_the_summary_and_no_progress(tmp_path):
     assert len(summaries) == 1 and "started in" in summaries[0], summaries
 
 
+@pytest.mark.timing
 def test_interrupting_a_hung_px_cell_reaches_the_forked_engines():
     """Kernel → Interrupt during a %%px cell: the nannies signal each engine (nb 13)."""
     with kernel() as (km, kc):
@@ -272,6 +274,7 @@ def test_interrupting_a_hung_px_cell_reaches_the_forked_engines():
         _iopub_of_start_cell(kc, "c.stop()")
 
 
+@pytest.mark.timing
 def test_engines_that_cannot_start_are_a_clear_error_in_bounded_time(tmp_path):
     """An engine that dies before registering (here: torch fails to import) is named."""
     fake = tmp_path / "torch"

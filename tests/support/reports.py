@@ -35,6 +35,12 @@ class Shown:
     def lines(self) -> list[str]:
         return [line for _, _, line in self.verdicts]
 
+    def texts(self) -> dict[int, str]:
+        """rank → what its verdict says past "rank N ✓  " (the values it checked), for the
+        verdicts labelled with a rank: a test asserts values, not a line's whole form."""
+        return {int(who): line.split("  ", 1)[1] if "  " in line else ""
+                for who, _, line in self.verdicts if who.isdigit()}
+
 
 def _parse(cell_id: str, page: str) -> list[Shown]:
     found = []

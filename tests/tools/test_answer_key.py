@@ -128,6 +128,7 @@ def _masters() -> dict[str, nbformat.NotebookNode]:
     return {p.stem: nbformat.read(p, as_version=4) for p in MASTERS}
 
 
+@pytest.mark.docs
 def test_every_exercise_has_an_answer():
     assert KEY.exists(), f"{KEY} is missing"
     assert problems(_masters(), KEY.read_text()) == []
@@ -168,6 +169,7 @@ def _key_code_lines(key: str) -> set[str]:
     return lines
 
 
+@pytest.mark.docs
 def test_the_key_stays_out_of_the_student_copies(tmp_path: Path):
     written = make_student(tmp_path)
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == \
@@ -190,6 +192,7 @@ def test_the_key_stays_out_of_the_student_copies(tmp_path: Path):
         assert not leaked, f"{path.name} shows the key's answer lines: {sorted(leaked)[:3]}"
 
 
+@pytest.mark.docs
 @pytest.mark.parametrize("stem", [p.stem for p in MASTERS])
 def test_the_key_names_each_notebook(stem: str):
     """Each notebook with exercises has a section `## NN_name` in the key."""

@@ -19,6 +19,7 @@ import pytest
 from conftest import NOTEBOOKS, REPO
 from notebook_runner import run_bounded
 from tools import archive
+from tools.archive import NOT_RUN_FROM_IT
 from tools.dependencies import dependencies
 
 NOTEBOOK = "00_ranks_and_world"
@@ -45,13 +46,14 @@ def test_the_archive_holds_the_series_and_nothing_of_the_build_or_the_tests(unpa
     notebooks = sorted(p.name for p in NOTEBOOKS.glob("[0-9]*.ipynb"))
     assert sorted(n.split("/")[1] for n in names if n.startswith("notebooks/")) == notebooks
     for name in ("Makefile", "README.md", "requirements.txt", "pyproject.toml",
-                 "environment.yml", "tools/install.py", "ARCHIVE.md", "helpers/__init__.py"):
+                 "environment.yml", "tools/install.py", "tools/lab/jupyter_server_config.py",
+                 "ARCHIVE.md", "helpers/__init__.py"):
         assert name in names, name
     helpers = {p.relative_to(REPO).as_posix() for p in (REPO / "helpers").rglob("*.py")
                if "__pycache__" not in p.parts}
     assert helpers <= names, sorted(helpers - names)[:5]
     needed = {p.relative_to(REPO).as_posix() for nb in NOTEBOOKS.glob("[0-9]*.ipynb")
-              for p in dependencies(nb, REPO)} - {"tools/execute.py"}
+              for p in dependencies(nb, REPO)} - set(NOT_RUN_FROM_IT)
     assert needed <= names, sorted(needed - names)
     assert not [n for n in names if n.startswith(("tests/", "build/", "docs/"))
                 or "__pycache__" in n or n.endswith((".pyc", ".tmp"))], sorted(names)[:20]

@@ -1,58 +1,122 @@
-"""tools.execute's kernels: forked from a server that imported torch (torch._dynamo too),
-matplotlib, ipyparallel and helpers (helpers/runtime/forkserver.py), and otherwise what a
-launched kernel is: in the notebook's folder, with the caller's environment as it is now,
-pyplot's figures shown inline, interruptible, and gone after the run."""
+"""tools.execute's kernels: started by tools.kernel_provisioner (a jupyter_client kernel
+provisioner, installed as an entry point) from the standard library's forkserver, whose
+server imported torch (torch._dynamo too), matplotlib, ipyparallel and helpers; otherwise
+what a launched kernel is: in the notebook's folder, with the caller's environment as it is
+now and its sys.path, pyplot's figures inline, its output on the caller's fd 1 and 2,
+interruptible, its exit handlers run, and gone after the run or with its caller. Where the
+provisioner cannot be used, jupyter_client's LocalProvisioner launches the kernel."""
 from __future__ import annotations
 
+import importlib
+import inspect
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import nbformat
 import psutil
 import pytest
+from jupyter_client.provisioning import LocalProvisioner
 
-from helpers.runtime import forkserver
+from tools import jupyter_compat, kernel_provisioner
 from tools.execute import private_kernel, run_notebook
+from tools.kernel_provisioner import ForkserverProvisioner
 
-pytestmark = pytest.mark.skipif(not forkserver.available(), reason="no fork server here")
+REPO = Path(__file__).resolve().parents[2]
+forks = pytest.mark.skipif(not kernel_provisioner.available(), reason="no forkserver here")
 
 PROBE = """\
 import os, sys, threading
 import matplotlib.pyplot as plt
 plt.plot([0, 1], [1, 0])
-print(os.getppid(), os.getcwd(), os.environ.get("TUTORIAL_PROBE"), sys.path[0],
+print(os.getcwd(), os.environ.get("TUTORIAL_PROBE"), sys.path,
       threading.main_thread() is threading.current_thread(), sep="|")"""
 
 
-def _notebook(folder: Path, source: str) -> Path:
+def _notebook(folder: Path, source: str, name: str = "probe.ipynb") -> Path:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
-    path = folder / "probe.ipynb"
+    path = folder / name
     nbformat.write(nb, path)
     return path
 
 
-def test_a_forked_kernel_runs_in_the_notebooks_folder_and_environment(tmp_path, monkeypatch):
+def _shown(nb: nbformat.NotebookNode) -> str:
+    return "".join(o.text for o in nb.cells[0].outputs if o.output_type == "stream").strip()
+
+
+def _probe(notebook: Path) -> tuple[list[str], bool]:
+    nb = run_notebook(notebook, notebook.parent / "out.ipynb")
+    figure = any("image/png" in o.get("data", {}) for o in nb.cells[0].outputs)
+    return _shown(nb).split("|"), figure
+
+
+@forks
+def test_the_provisioner_starts_the_kernel_from_the_forkserver(tmp_path):
+    with private_kernel("python3") as km:
+        assert km.kernel_spec.metadata["kernel_provisioner"]["provisioner_name"] == \
+            kernel_provisioner.NAME
+        km.start_kernel(cwd=str(tmp_path))
+        assert type(km.provisioner) is ForkserverProvisioner
+        assert isinstance(km.provisioner.process, multiprocessing.process.BaseProcess)
+        kernel = psutil.Process(km.provisioner.pid)
+        assert kernel.ppid() != os.getpid(), "a launched kernel, not a forked one"
+        assert "forkserver" in " ".join(psutil.Process(kernel.ppid()).cmdline())
+
+
+@forks
+def test_a_forked_kernel_is_what_a_launched_one_is_and_the_fallback_launches(
+        tmp_path, monkeypatch):
+    """Same folder, environment now, sys.path, main thread and inline figure as the
+    kernel jupyter_client's LocalProvisioner launches (the fallback)."""
     notebook = _notebook(tmp_path, PROBE)
-    kernels = []
+    seen = []
     for value in ("first", "second"):      # an environment changed in between reaches it
         monkeypatch.setenv("TUTORIAL_PROBE", value)
-        nb = run_notebook(notebook, tmp_path / "out.ipynb")
-        outputs = nb.cells[0].outputs
-        parent, cwd, probe, path0, main = next(
-            o.text for o in outputs if o.output_type == "stream").strip().split("|")
-        assert (cwd, probe, path0, main) == (str(tmp_path), value, str(tmp_path), "True")
-        assert any("image/png" in o.get("data", {}) for o in outputs), "no inline figure"
-        kernels.append(int(parent))
-    server = forkserver._servers[next(k for k in forkserver._servers
-                                      if k.entry == "tools.execute:forked_kernel")]
-    assert kernels == [server.process.pid] * 2, "the kernels were not forked by one server"
-    assert not [p for p in psutil.Process(server.process.pid).children()
-                if p.status() != psutil.STATUS_ZOMBIE], "a kernel outlived its run"
+        seen.append(_probe(notebook))
+    monkeypatch.setattr(kernel_provisioner, "available", lambda: False)
+    with private_kernel("python3") as km:
+        km.start_kernel(cwd=str(tmp_path))
+        assert type(km.provisioner) is LocalProvisioner
+    launched = _probe(notebook)
+    assert seen[0][0][:2] == [str(tmp_path), "first"]
+    assert seen[1] == launched, "a forked kernel differs from a launched one"
+    assert launched[1], "no inline figure"
 
 
+@forks
+def test_without_the_entry_point_the_kernel_is_launched(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel_provisioner, "NAME", "nccl-not-installed")
+    with private_kernel("python3") as km:
+        assert "kernel_provisioner" not in km.kernel_spec.metadata
+        km.start_kernel(cwd=str(tmp_path))
+        assert type(km.provisioner) is LocalProvisioner
+
+
+ENV_PROBE = """\
+import os, sys
+print("torch" in sys.modules, os.environ.get("NCCL_PROBE_READ_AT_IMPORT"), sep="|")"""
+
+
+@forks
+def test_a_setting_the_server_imported_with_otherwise_gives_a_fresh_python(
+        tmp_path, monkeypatch):
+    """A variable the preloaded modules may have read, set otherwise than in the fork
+    server's environment: the child runs a new `python -m ipykernel_launcher` instead."""
+    notebook = _notebook(tmp_path, ENV_PROBE)
+    assert _shown(run_notebook(notebook)) == "True|None"     # forked: torch preloaded
+    monkeypatch.setenv("NCCL_PROBE_READ_AT_IMPORT", "1")
+    assert _shown(run_notebook(notebook)) == "False|1"
+
+
+@pytest.mark.timing
+@forks
 def test_a_forked_kernel_is_interrupted(tmp_path):
     with private_kernel("python3") as km:
         km.start_kernel(cwd=str(tmp_path))
@@ -74,16 +138,14 @@ def test_a_forked_kernel_is_interrupted(tmp_path):
             assert reply["content"]["status"] == "error"
             assert reply["content"]["ename"] == "KeyboardInterrupt"
             assert time.monotonic() - start < 30
-            assert isinstance(km.provisioner.process, forkserver.ForkedChild)
+            assert type(km.provisioner) is ForkserverProvisioner
             pid = km.provisioner.pid
         finally:
             client.stop_channels()
-    deadline = time.monotonic() + 10     # the server reaps it
-    while psutil.pid_exists(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
     assert not psutil.pid_exists(pid), "the kernel outlived private_kernel"
 
 
+@forks
 def test_a_forked_kernel_runs_its_exit_handlers(tmp_path):
     """helpers.scale.checkpoints.checkpoint_dir removes its folder at the kernel's exit."""
     notebook = _notebook(tmp_path, "import atexit, pathlib\n"
@@ -95,6 +157,128 @@ def test_a_forked_kernel_runs_its_exit_handlers(tmp_path):
     assert (tmp_path / "exited").read_text() == "yes"
 
 
+def _exit_writer(path: str) -> None:
+    import atexit
+    atexit.register(Path(path).write_text, "ran")
+
+
+def test_a_forkserver_child_skips_atexit_so_the_compat_entry_is_still_needed(tmp_path):
+    """jupyter_compat's atexit-run-exitfuncs: multiprocessing's child ends in os._exit."""
+    process = multiprocessing.get_context("forkserver").Process(
+        target=_exit_writer, args=(str(tmp_path / "ran"),))
+    process.start()
+    process.join(120)
+    assert process.exitcode == 0
+    assert not (tmp_path / "ran").exists(), "atexit ran: drop run_exit_handlers"
+
+
+@pytest.mark.parametrize("entry", jupyter_compat.ENTRIES, ids=lambda e: e.key)
+def test_each_compat_entry_is_present_and_named_beside_its_code(entry):
+    assert entry.present(), f"{entry.key} is gone: {entry.why}; {entry.recheck}"
+    module_name, _, qualname = entry.where.partition(":")
+    target = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    assert f"jupyter_compat: {entry.key}" in inspect.getsource(target)
+
+
+CALLER = """\
+import os, sys, time
+sys.path.insert(0, {repo!r})
+from tools.execute import private_kernel
+
+
+def main():
+    out = sys.argv[1]
+    with private_kernel("python3") as km:       # starts the fork server
+        km.start_kernel(cwd=out)
+    for fd, name in ((1, "out"), (2, "err")):   # then this process's 1 and 2 move
+        os.dup2(os.open(os.path.join(out, name), os.O_WRONLY | os.O_CREAT), fd)
+    with private_kernel("python3") as km:
+        km.start_kernel(cwd=out)
+        client = km.client()
+        client.start_channels()
+        client.wait_for_ready(timeout=120)
+        client.execute_interactive(
+            "import os; os.write(1, b'kernel-fd-1'); os.write(2, b'kernel-fd-2')", timeout=60)
+        print(km.provisioner.pid, psutil_parent(km.provisioner.pid), file=sys.__stderr__,
+              flush=True)
+        if sys.argv[2] == "wait":
+            os.write(int(sys.argv[3]), f"{{km.provisioner.pid}}\\n".encode())
+            time.sleep(600)
+        client.stop_channels()
+
+
+def psutil_parent(pid):
+    import psutil
+    return psutil.Process(pid).ppid()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@forks
+def test_a_kernels_output_reaches_the_callers_fd_1_and_2_as_they_are_now(tmp_path):
+    script = tmp_path / "caller.py"
+    script.write_text(CALLER.format(repo=str(REPO)))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), "end"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "kernel-fd-1" in (tmp_path / "out").read_text()
+    assert "kernel-fd-2" in (tmp_path / "err").read_text()
+    assert "kernel-fd-1" not in done.stdout
+
+
+REAPER = """\
+import ctypes, os, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1)      # PR_SET_CHILD_SUBREAPER: orphans come here, not to 1
+caller = subprocess.Popen(sys.argv[1:], pass_fds=(int(sys.argv[-1]),))
+print(caller.pid, flush=True)
+sys.stdin.read()                    # the test's end: reap, then end what is left
+while True:
+    try:
+        pid, _ = os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+"""
+
+
+@forks
+@pytest.mark.skipif(sys.platform != "linux", reason="a subreaper is Linux's")
+def test_a_killed_caller_leaves_no_kernel_behind(tmp_path):
+    """SIGKILL the process that started a kernel: the fork server and the kernel end. The
+    caller runs under a subreaper, as under systemd --user, so an orphan's parent is not
+    pid 1 (where ipykernel's default watch, `parent is init`, would end it anyway)."""
+    script = tmp_path / "caller.py"
+    script.write_text(CALLER.format(repo=str(REPO)))
+    told_r, told_w = os.pipe()
+    reaper = subprocess.Popen(
+        [sys.executable, "-c", REAPER, sys.executable, str(script), str(tmp_path), "wait",
+         str(told_w)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        pass_fds=(told_w,))
+    os.close(told_w)
+    try:
+        caller = int(reaper.stdout.readline())
+        with os.fdopen(told_r) as told:
+            kernel = int(told.readline())
+        server = psutil.Process(kernel).ppid()
+        assert server not in (caller, 1)
+        os.kill(caller, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        left = [server, kernel]
+        while time.monotonic() < deadline and (left := [
+                p for p in (server, kernel) if psutil.pid_exists(p)
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]):
+            time.sleep(0.2)
+        assert not left, f"left running after their caller was killed: {left}"
+    finally:
+        for child in psutil.Process(reaper.pid).children(recursive=True):
+            child.kill()
+        reaper.communicate("", timeout=30)
+
+
 OPTIMIZER_PROBE = """\
 import sys
 before = "torch._dynamo" in sys.modules
@@ -103,19 +287,16 @@ torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1)
 print(before, "torch._dynamo" in sys.modules, sep="|")"""
 
 
+@forks
 def test_torch_imports_dynamo_at_the_first_optimizer_and_a_forked_kernel_has_it_already(
         tmp_path):
-    """Why tools.execute's KERNELS_PRELOAD names torch._dynamo: a fresh process imports it
-    at its first optimizer (torch._disable_dynamo, 1.1 CPU-s); a forked kernel has it."""
-    import subprocess
-    import sys
-
+    """Why KERNELS_PRELOAD names torch._dynamo: a fresh process imports it at its first
+    optimizer (torch._disable_dynamo, 1.1 CPU-s); a forked kernel has it."""
     fresh = subprocess.run([sys.executable, "-c", OPTIMIZER_PROBE], capture_output=True,
                            text=True, timeout=120)
     assert fresh.stdout.strip() == "False|True", fresh.stdout + fresh.stderr
     nb = run_notebook(_notebook(tmp_path, OPTIMIZER_PROBE), tmp_path / "out.ipynb")
-    shown = "".join(o.text for o in nb.cells[0].outputs if o.output_type == "stream")
-    assert shown.strip() == "True|True", shown
+    assert _shown(nb) == "True|True"
 
 
 FIRST_CELL_PROBE = """\
@@ -125,12 +306,12 @@ wanted = [*helpers.MODULES, "helpers.figures.animation", "matplotlib.pyplot"]
 print(sorted(m for m in wanted if m not in sys.modules))"""
 
 
+@forks
 def test_a_forked_kernel_has_imported_what_a_notebooks_first_cell_imports(tmp_path):
     """KERNELS_PRELOAD: what `from helpers import ...` and the animations import (pyplot
     with them, 0.4 CPU-s a kernel) is imported once, in the server."""
     nb = run_notebook(_notebook(tmp_path, FIRST_CELL_PROBE), tmp_path / "out.ipynb")
-    shown = "".join(o.text for o in nb.cells[0].outputs if o.output_type == "stream")
-    assert shown.strip() == "[]", shown
+    assert _shown(nb) == "[]"
 
 
 def test_the_executed_copy_is_written_once_at_the_end_also_after_a_failure(tmp_path):

@@ -34,6 +34,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import psutil
 import pytest
 
@@ -336,6 +337,101 @@ def test_run_all_in_jupyterlab_then_kernel_shutdown_leaves_no_engine(lab):
     assert NB.read_bytes() == before, f"{rel} was written to by the JupyterLab test"
     assert had_checkpoints or not (NB.parent / ".ipynb_checkpoints").exists(), \
         "JupyterLab wrote .ipynb_checkpoints into notebooks/"
+
+
+# --- make lab beside ipyparallel's Clusters panel: a quiet terminal, nothing left ----------
+
+NB_QUIET = NOTEBOOKS / "01_scatter.ipynb"
+QUIET_RANKS = 2
+CELL_S = 300
+CLUSTER_GONE_S = 20      # a kernel's reaper, the controller, engines, nannies, the zygote
+# What ipyparallel's server extension logs of the clusters it watches: the output files of
+# the engines and the controller ("Output for ...:" and their lines), and its notes.
+CLUSTER_LOG = re.compile(r"Output for |Monitor message|\[IPEngine|\[IPController|Nanny\.?\d*\]"
+                         r"|Controller stopped|engine set stopped|Removing stopped cluster")
+
+
+def _kernel_processes(server: subprocess.Popen, marker: str) -> list[psutil.Process]:
+    """Every process started under `make lab`'s server (they all carry `marker` in their
+    environment, the zygote included) but make and the server themselves."""
+    make = psutil.Process(server.pid)
+    ours = {make.pid, *(p.pid for p in make.children())}
+    return [p for p in browser.processes_with_env("JUPYTERLAB_SETTINGS_DIR", marker)
+            if p.pid not in ours]
+
+
+def _run(base: str, token: str, kernel_id: str, code: str) -> str:
+    ran = browser.execute_in_kernel(base, token, kernel_id, code, CELL_S)
+    assert ran["status"] == "ok", f"{code[:200]}\n{ran['error'][-3000:]}"
+    return ran["stdout"]
+
+
+def _panel_clusters(base: str, token: str) -> dict[str, bool]:
+    """What ipyparallel's Clusters panel lists (its server extension's API, which it polls
+    every 5 s): cluster id -> running."""
+    _, clusters = _api(base, token, "/ipyparallel/clusters", timeout=30)
+    return {c["cluster"]["cluster_id"]: bool(c.get("controller")) for c in clusters}
+
+
+def _close_and_wait(base: str, token: str, kernel_id: str, server, marker: str,
+                    how: str) -> None:
+    """Shut the kernel down through the REST API, as closing its notebook does; then
+    nothing started for it may be left, within CLUSTER_GONE_S."""
+    status, _ = _api(base, token, f"/api/kernels/{kernel_id}", method="DELETE", timeout=60)
+    assert status == 204
+    t0 = time.monotonic()
+    deadline = t0 + CLUSTER_GONE_S
+    while left := _kernel_processes(server, marker):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{CLUSTER_GONE_S} s after the kernel's shutdown ({how}), still "
+                        f"running:\n{browser.describe(left)}")
+        time.sleep(0.5)
+    print(f"{how}: nothing left {time.monotonic() - t0:.1f} s after the kernel's shutdown")
+
+
+def test_make_lab_keeps_cluster_logs_off_its_terminal_and_a_closed_kernel_leaves_nothing(
+        tmp_path):
+    """A notebook run in `make lab`'s kernel, its cluster listed by ipyparallel's Clusters
+    panel; the kernel closed (its cluster running), then another killed: the server's
+    terminal shows no engine or controller log, and no process of either is left."""
+    with make_lab(tmp_path) as (base, token, dirs, log, server):
+        marker = str(dirs["JUPYTERLAB_SETTINGS_DIR"])
+        cells = [c for c in nbformat.read(NB_QUIET, as_version=4).cells
+                 if c.cell_type == "code"]
+        status, kernel = _api(base, token, "/api/kernels", method="POST",
+                              body={"name": "nccl-notebooks"}, timeout=60)
+        assert status == 201, kernel
+        for cell in cells:
+            _run(base, token, kernel["id"], cell.source)
+            if "parameters" in cell.metadata.get("tags", []):   # what papermill injects
+                _run(base, token, kernel["id"], f"n_ranks, backend = {QUIET_RANKS}, 'gloo'")
+        # Its last cell stopped the cluster: start it again, as a reader may before closing.
+        _run(base, token, kernel["id"], next(c.source for c in cells
+                                             if "cluster = start_cluster(" in c.source))
+        first = _run(base, token, kernel["id"], "print('ID', cluster.cluster_id)")
+        first = first.split("ID ", 1)[1].strip()
+        assert _panel_clusters(base, token).get(first), f"the panel does not list {first}"
+        _close_and_wait(base, token, kernel["id"], server, marker, "closed")
+
+        # A kernel that dies: its reaper ends its cluster, which the panel's watch sees end.
+        status, kernel = _api(base, token, "/api/kernels", method="POST",
+                              body={"name": "nccl-notebooks"}, timeout=60)
+        assert status == 201, kernel
+        pid, second = _run(base, token, kernel["id"], (
+            "import os\nfrom helpers import start_cluster\n"
+            f"cluster = start_cluster({QUIET_RANKS}, 'gloo', quiet=True)\n"
+            "print('ID', os.getpid(), cluster.cluster_id)")).split("ID ", 1)[1].split()
+        assert _panel_clusters(base, token).get(second), f"the panel does not list {second}"
+        os.kill(int(pid), signal.SIGKILL)
+        browser.wait_until(lambda: not _panel_clusters(base, token).get(second),
+                           CLUSTER_GONE_S, "the panel to see the killed kernel's cluster end")
+        _close_and_wait(base, token, kernel["id"], server, marker, "killed")
+
+        text = log.read_text(errors="replace")
+        assert "ipyparallel | extension was successfully loaded" in text, text[-3000:]
+        shown = [line for line in text.splitlines() if CLUSTER_LOG.search(line)]
+        assert not shown, (f"make lab's terminal shows {len(shown)} lines of cluster log:\n"
+                           + "\n".join(shown[:40]))
 
 
 # --- make lab as root and as a normal user: kernels on unix sockets -----------------------

@@ -1,7 +1,7 @@
-"""The instructor's kit (docs/kit/README.md, tools.kit): its table is the one the tool writes,
-its course paths fit their time and their prerequisites, its outcomes cover every notebook,
-and it is on the site while the answer key (docs/kit/answers.md) is neither there nor in the
-student copies."""
+"""The instructor's kit (docs/kit/README.md, tools.kit): its table and outcomes are the ones the
+tool writes (from notebooks/series.toml and docs/kit/measured.json), its course paths fit their
+time and their prerequisites, its outcomes cover every notebook, and it is on the site while
+the answer key (docs/kit/answers.md) is neither there nor in the student copies."""
 from __future__ import annotations
 
 import json
@@ -13,10 +13,12 @@ import nbformat
 import pytest
 
 from conftest import NOTEBOOKS, REPO
-from tools import kit, site
+from tools import kit, series, site
 from tools.classroom import make_student
 
 SOURCES = kit.notebooks(NOTEBOOKS)
+ENTRIES = series.load(NOTEBOOKS)          # notebooks/series.toml, checked against notebooks/
+NEEDS = kit.prerequisites(ENTRIES)
 PAGE = (REPO / "docs" / "kit" / "README.md").read_text()
 ANSWER_KEY = REPO / "docs" / "kit" / "answers.md"
 # An answer key entry's heading, "### 05.E1 ..." or "### 11.M3 ...", as text or as HTML.
@@ -27,36 +29,29 @@ VERBS = {"compute", "predict", "explain", "write", "say", "state", "name", "list
          "fit", "save", "check", "count", "use"}
 
 
-def _outcomes(page: str) -> dict[str, list[str]]:
-    """The kit's learning outcomes: notebook number → its bullets."""
-    section = page.split("## Learning outcomes", 1)[1]
-    found = {}
-    for block in re.split(r"^### ", section, flags=re.M)[1:]:
-        heading, _, body = block.partition("\n")
-        items = re.findall(r"^- (.+?)(?=^- |\Z)", body, flags=re.M | re.S)
-        found[heading[:2]] = [" ".join(item.split()) for item in items]
-    return found
-
-
+@pytest.mark.docs
 def test_the_table_in_the_kit_is_the_one_the_tool_writes():
-    wanted = kit.with_table(PAGE, kit.table(SOURCES, kit.read_measured()))
-    assert wanted == PAGE, ("docs/kit/README.md's table is out of date: after `make html`, "
-                            "run `python -m tools.kit --write`")
+    wanted = kit.written(PAGE, SOURCES, kit.read_measured(), ENTRIES)
+    assert wanted == PAGE, ("docs/kit/README.md's table or outcomes are out of date: after "
+                            "`make html`, run `python -m tools.kit --write`")
 
 
 def test_every_notebook_has_a_measured_run_time():
     measured = kit.read_measured()
-    assert sorted(measured) == [p.stem for p in SOURCES]
+    assert sorted(measured) == list(ENTRIES)
     assert all(entry["run_s"] > 0 for entry in measured.values()), measured
 
 
+@pytest.mark.docs
 def test_every_notebook_has_two_to_four_outcomes_a_teacher_can_assess():
-    outcomes = _outcomes(PAGE)
-    assert sorted(outcomes) == [p.stem[:2] for p in SOURCES]
-    for number, items in outcomes.items():
-        assert 2 <= len(items) <= 4, f"{number}: {len(items)} outcomes"
-        for item in items:
-            assert item.split()[0] in VERBS, f"{number}: not a checkable verb: {item!r}"
+    assert list(ENTRIES) == [p.stem for p in SOURCES]
+    for stem, entry in ENTRIES.items():
+        assert 2 <= len(entry.outcomes) <= 4, f"{stem}: {len(entry.outcomes)} outcomes"
+        for item in entry.outcomes:
+            assert item.split()[0] in VERBS, f"{stem}: not a checkable verb: {item!r}"
+            assert not item.endswith((";", ".")), f"{stem}: the page adds the ; or .: {item!r}"
+    section = PAGE.split("## Learning outcomes", 1)[1]
+    assert [h[:2] for h in re.findall(r"^### (.+)$", section, flags=re.M)] == list(NEEDS)
 
 
 def test_the_course_paths_fit_their_time_and_come_after_what_they_need():
@@ -67,16 +62,17 @@ def test_the_course_paths_fit_their_time_and_come_after_what_they_need():
     for name, _, _, stems in kit.PATHS:
         done = week if name.startswith("week") else []
         for stem in stems:
-            missing = set(kit.PREREQUISITES[stem]) - set(done)
+            missing = set(NEEDS[stem]) - set(done)
             assert not missing, f"{name}: {stem} comes before {sorted(missing)}"
             done.append(stem)
     assert sorted(week) == sorted(per_stem) and len(week) == len(set(week)), (
         "the week does not take every notebook once")
 
 
+@pytest.mark.docs
 def test_prerequisites_point_back_and_the_difficulty_follows_the_stated_rule():
-    assert sorted(kit.PREREQUISITES) == [p.stem[:2] for p in SOURCES]
-    for stem, needs in kit.PREREQUISITES.items():
+    assert list(NEEDS) == [p.stem[:2] for p in SOURCES]
+    for stem, needs in NEEDS.items():
         assert all(need < stem for need in needs), f"{stem} needs a later notebook: {needs}"
     stated = (f"{kit.INTERMEDIATE_FROM - 1:02d} or earlier",
               f"{kit.INTERMEDIATE_FROM:02d} to {kit.ADVANCED_FROM - 1}",
@@ -86,6 +82,7 @@ def test_prerequisites_point_back_and_the_difficulty_follows_the_stated_rule():
         "introductory", "introductory", "intermediate", "intermediate", "advanced", "advanced"]
 
 
+@pytest.mark.docs
 def test_the_page_states_the_rates_the_model_uses():
     text = " ".join(PAGE.split())
     for rate in (f"{kit.PROSE_WPM} words a minute", f"{kit.CODE_LINES_PER_MIN} lines a minute",
@@ -189,6 +186,7 @@ def _texts(folder: Path) -> dict[str, str]:
             {".md", ".html", ".txt", ".js", ".ipynb", ".json"}}
 
 
+@pytest.mark.docs
 def test_the_staged_book_has_the_kit_page_and_nothing_of_the_answer_key(tmp_path):
     kit_dir = tmp_path / "kit"
     kit_dir.mkdir()
@@ -209,6 +207,7 @@ def test_without_a_kit_page_the_index_has_no_link(tmp_path):
     assert "kit" not in (tmp_path / "src" / "index.md").read_text()
 
 
+@pytest.mark.docs
 def test_the_built_site_links_the_kit_from_the_index_and_has_no_answer_key(tmp_path):
     html = tmp_path / "html"
     site.render([], html, tmp_path / "thumbs", "stamp")
@@ -224,6 +223,7 @@ def test_the_built_site_links_the_kit_from_the_index_and_has_no_answer_key(tmp_p
                 if name.endswith(".html") and KEY_ENTRY.search(text)]
 
 
+@pytest.mark.docs
 def test_the_student_copies_are_the_notebooks_only(tmp_path):
     written = make_student(tmp_path / "student")
     assert sorted(p.name for p in (tmp_path / "student").iterdir()) == \

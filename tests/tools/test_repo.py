@@ -35,6 +35,7 @@ def test_every_notebook_has_a_parameters_cell_and_a_teardown(path):
     assert "cluster.stop()" in "".join(code[-1]["source"]), "last code cell tears down"
 
 
+@pytest.mark.docs
 def test_ci_runs_the_readme_test_command():
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text()

@@ -6,17 +6,20 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 
 from conftest import NOTEBOOKS, REPO
 from tools import shared_cells
 
 
+@pytest.mark.docs
 def test_every_shared_cell_is_its_template():
     found = [line for nb in sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
              for line in shared_cells.differences(nb)]
     assert found == [], "\n".join(found) + "\nrun: python -m tools.shared_cells"
 
 
+@pytest.mark.docs
 def test_the_repeated_cells_are_marked():
     counts: dict[str, int] = {}
     for path in NOTEBOOKS.glob("[0-9]*.ipynb"):

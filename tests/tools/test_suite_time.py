@@ -35,7 +35,7 @@ test -z "$VIRTUAL_ENV" && ! echo ":$PATH:" | grep -q ":$ACTIVE_BIN:" && test -n 
      "their zygotes"),
     ("/v/bin/python -c import sys;exec(eval(sys.stdin.readline()))", "pytest workers"),
     ("/usr/lib/chromium/chromium --headless --remote-debugging-pipe", "Chromium"),
-    ("/v/bin/python -m helpers.runtime.unix_sockets controller --ip=/tmp/x", "ipyparallel "
+    ("/v/bin/python -m ipyparallel.controller --ip=127.0.0.1 --usethreads", "ipyparallel "
      "controllers"),
     ("/usr/sbin/slurmd -D", "Slurm"), ("/v/bin/python -m helpers.bench", "other Python"),
     ("/usr/bin/git status", "other")])
