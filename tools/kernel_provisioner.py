@@ -69,14 +69,19 @@ def available() -> bool:
             and all(entry.present() for entry in jupyter_compat.ENTRIES))
 
 
+def _context() -> multiprocessing.context.BaseContext:
+    """The forkserver context, its preload the kernels' (read as the server starts)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(KERNELS_PRELOAD))
+    return context
+
+
 def start_server() -> None:
     """Start this process's forkserver now, with the kernels' preload: in a process that
     forks disposable ranks too (the test suite's workers), whoever starts the server first
     sets what it imports, and the ranks' preload is the first part of the kernels'."""
     if available():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(list(KERNELS_PRELOAD))
-        first = context.Process(target=int)   # public API only: a child starts the server
+        first = _context().Process(target=int)   # public API only: a child starts the server
         first.start()
         first.join()
 
@@ -91,10 +96,8 @@ class ForkserverProvisioner(LocalProvisioner):
         # JPY_PARENT_PID: what jupyter_client's launcher gives a kernel it starts
         env = {**(kwargs.get("env") or os.environ), "JPY_PARENT_PID": str(os.getpid())}
         cwd = str(kwargs.get("cwd") or os.getcwd())
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(list(KERNELS_PRELOAD))  # read as the server starts
         watch, self.caller_alive = os.pipe()       # only this process writes to it
-        process = context.Process(
+        process = _context().Process(
             target=run_kernel, name=f"kernel-{self.kernel_id}",
             args=(cmd, env, cwd, _launched_path(env), Inherited(1), Inherited(2),
                   Inherited(watch)))
