@@ -11,18 +11,18 @@ Four ratios, each measured in pairs, repeated until it holds still (helpers.benc
              its fastest batch (what the path itself costs: other processes only add
              time); the ratios of the means over all calls are printed too;
   first, cold, warm
-             start cell to first collective: a fresh Python process running
-             `from helpers import start_cluster`, `start_cluster` and one all_reduce, cold
-             and warm (taking over the warm cluster the previous process left), against
-             the wall time of `torchrun --standalone` of benchmarks/torchrun_all_reduce.py.
-             A cold start forks its engines from the zygote that an earlier start left
-             (helpers/runtime/engine_zygote.py); a first start has none: its environment
-             is one no start had before, so it starts its own, as a session's first does.
+             start cell to first collective (benchmarks/start_times.py), against the wall
+             time of `torchrun --standalone` of benchmarks/torchrun_all_reduce.py. first:
+             a fresh Python process's first start, which starts its multiprocessing
+             forkserver (torch imported once); cold: that process's second start, its
+             engines forked from the same server; warm: a fresh process taking over the
+             warm cluster the previous one left. Guards (issue 51, printed and in the
+             JSON's "guards"): cold <= 1.0x torchrun's start, warm <= 0.1x.
 The ratio printed is the median of the repeats' ratios, with its spread (the half-width
 of the 90 % bootstrap interval of that median, relative to it); a pair stops once its
 spread is within ±tolerance (after --min-repeats), or at its cap (--max-repeats, or its
 seconds, never before 3 repeats): "did not settle".
-Then where the cold and the warm start go, stage by stage (medians over the repeats).
+Then where each start goes, stage by stage (medians over the repeats).
 --html: `python -m tools.build --force` over the series, with and without --warm.
 Written to build/bench/notebook_vs_torchrun.json and .txt. Everything runs in a private
 IPYTHONDIR; nothing is left running.
@@ -49,6 +49,7 @@ from helpers.bench.ratios import Group, Ratio
 from helpers.runtime.torchrun import torchrun_command
 from bench_report import (BW_BYTES, LAT_BYTES, Measured, breakdown,
                           report_lines, result_json)
+from start_times import Starts, cluster_starts, guard_lines, guards
 
 
 # ------------------------------------------------------------------ the two paths
@@ -136,48 +137,6 @@ def torchrun_start(n: int) -> float:
         return time.perf_counter() - t0
 
 
-_firsts = iter(range(1, 10 ** 6))
-
-
-def cluster_start(n: int, warm: bool, record: list[dict], first: bool = False) -> float:
-    """A fresh Python process (see child): start cell to first all_reduce, in seconds;
-    its stage times are appended to `record`. `first`: in an environment no start had
-    before, so no zygote serves it."""
-    env = dict(os.environ, **({"NB_VS_TORCHRUN_FIRST": str(next(_firsts))} if first else {}))
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child",
-                          "warm" if warm else "cold", "--ranks", str(n)],
-                         cwd=REPO, check=True, capture_output=True, text=True,
-                         timeout=600, env=env).stdout
-    result = json.loads(out.strip().splitlines()[-1])
-    result["python process (launch to exit)"] = time.perf_counter() - t0
-    record.append(result)
-    return result["first_collective_s"]
-
-
-def child(kind: str, n: int) -> None:
-    """In the fresh process: what a notebook's start cell and first %%px cell do, timed
-    stage by stage. The stages of start_cluster are its `start_timings` when it has them
-    (seconds per stage), else one "start" stage."""
-    t0 = time.perf_counter()
-    from helpers import start_cluster
-
-    t_imported = time.perf_counter()
-    cluster = start_cluster(n, "gloo", quiet=True, warm=kind == "warm")
-    t_started = time.perf_counter()
-    cluster.run("t = torch.ones(1, device=device); dist.all_reduce(t)")
-    t_first = time.perf_counter()
-    stages = dict(getattr(cluster, "start_timings", None) or {"start": t_started - t_imported})
-    reused = cluster.reused
-    cluster.stop()
-    t_stopped = time.perf_counter()
-    print(json.dumps({"stages": {"imports": t_imported - t0, **stages,
-                                 "first collective": t_first - t_started,
-                                 "stop": t_stopped - t_first},
-                      "start_s": t_started - t0, "first_collective_s": t_first - t0,
-                      "reused": reused}))
-
-
 def html_build(warm: bool, build_root: Path, notebooks: tuple[str, ...] = ()) -> float:
     """Seconds of `python -m tools.build --force [--warm] [notebooks]` (own build folder)."""
     env = dict(os.environ, TUTORIAL_BUILD_DIR=str(build_root / ("warm" if warm else "cold")))
@@ -192,14 +151,23 @@ def html_build(warm: bool, build_root: Path, notebooks: tuple[str, ...] = ()) ->
 
 # ------------------------------------------------------------------ bookkeeping
 
+# This process's own multiprocessing servers (the cluster of measure_bandwidth started
+# them): they end with it, when the pipe they read from it closes.
+OWN_SERVERS = ("from multiprocessing.forkserver import main",
+               "from multiprocessing.resource_tracker import main")
+
+
 def leftovers(ipython_dir: str) -> list[int]:
-    """Pids of processes still running with our private IPYTHONDIR."""
+    """Pids of processes still running with our private IPYTHONDIR, but OWN_SERVERS."""
     import psutil
 
     pids = []
     for proc in psutil.process_iter():
         try:
-            if proc.pid != os.getpid() and proc.environ().get("IPYTHONDIR") == ipython_dir:
+            if proc.pid == os.getpid() or proc.environ().get("IPYTHONDIR") != ipython_dir:
+                continue
+            command = " ".join(proc.cmdline())
+            if proc.ppid() != os.getpid() or not any(s in command for s in OWN_SERVERS):
                 pids.append(proc.pid)
         except (psutil.Error, OSError):
             continue
@@ -236,7 +204,6 @@ def parse_arguments() -> argparse.Namespace:
                              "(about 4 min per build on 2 cores)")
     parser.add_argument("--html-notebooks", nargs="*", default=[],
                         help="build only these notebooks with --html (default: the series)")
-    parser.add_argument("--child", choices=["cold", "warm"], help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
@@ -274,21 +241,28 @@ def measure_bandwidth(args: argparse.Namespace, measured: Measured, limits: dict
 def measure_starts(args: argparse.Namespace, measured: Measured, limits: dict) -> None:
     """Start to first collective; the warm runs take over what the previous one left."""
     n, records = args.ranks, measured.records
-    primed = cluster_start(n, True, [])
+    primed = cluster_starts(n, "warm")[0]["first_collective_s"]
     measured.extra.append(f"warm cluster primed by a cold start of {primed:.2f} s (it idles "
                           "in the background during the start pairs)")
+    starts = Starts(n, records)
     measured.groups.append(settle_ratios.settle(Group(
         measure={"torchrun start": lambda: torchrun_start(n),
-                 "first start": lambda: cluster_start(n, False, records["first"], True),
-                 "cold start": lambda: cluster_start(n, False, records["cold"]),
-                 "warm start": lambda: cluster_start(n, True, records["warm"])},
+                 "first start": lambda: starts.seconds("first"),
+                 "cold start": lambda: starts.seconds("cold"),
+                 "warm start": lambda: starts.seconds("warm")},
         ratios=[Ratio("first", "first start", "torchrun start"),
                 Ratio("cold", "cold start", "torchrun start"),
                 Ratio("warm", "warm start", "torchrun start")]),
         budget_s=args.start_budget, **limits))
+    measured.extra.append("first and cold: a first start and then a second one in the same "
+                          "fresh process (its \"python process\" stage covers both)")
     not_reused = sum(not r["reused"] for r in records["warm"])
     if not_reused:
         measured.extra.append(f"{not_reused} warm start(s) did not reuse engines")
+    not_forked = sum(not r["forkserver_reused"] for r in records["cold"])
+    if not_forked:
+        measured.extra.append(f"{not_forked} cold start(s) did not find the first start's "
+                              "forkserver, alone, in their process")
 
 
 def measure_html(args: argparse.Namespace, measured: Measured, log: Callable) -> None:
@@ -304,9 +278,6 @@ def measure_html(args: argparse.Namespace, measured: Measured, log: Callable) ->
 
 def main() -> int:
     args = parse_arguments()
-    if args.child:
-        child(args.child, args.ranks)
-        return 0
     ipython_dir = tempfile.mkdtemp(prefix="nb-vs-torchrun-ipython-")
     os.environ["IPYTHONDIR"] = ipython_dir  # our clusters only: never a user's warm one
     os.environ.pop("TUTORIAL_WARM_START", None)
@@ -338,6 +309,8 @@ def main() -> int:
     stage_medians = {kind: breakdown(record)
                      for kind, record in measured.records.items() if record}
     lines = report_lines(args, measured, began, mean_ratios, stage_medians)
+    checked = guards(measured.groups)
+    lines += guard_lines(checked)
     if not args.html:
         measured.extra.append("html build not timed; run with --html (about 4 min per build "
                               "on 2 cores)")
@@ -346,12 +319,14 @@ def main() -> int:
     measured.extra.append(f"load average (1, 5, 15 min) before {before}, after {after}"
                           " (other work on the machine slows both paths)")
     left = measured.left
-    measured.extra.append(f"processes left running: {len(left)}" + (f" {left}" if left else ""))
+    measured.extra.append(f"processes left running: {len(left)}" + (f" {left}" if left else "")
+                          + " (this process's forkserver and resource tracker end with it)")
     text = "\n".join(lines + measured.extra)
     print(text)
     out = build_dir() / "bench"
     out.mkdir(parents=True, exist_ok=True)
     result = result_json(args, measured, load, mean_ratios, stage_medians)
+    result["guards"] = checked
     (out / "notebook_vs_torchrun.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "notebook_vs_torchrun.txt").write_text(text + "\n")
     print(f"written: {out / 'notebook_vs_torchrun.json'} and .txt")

@@ -26,17 +26,25 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 HZ = os.sysconf("SC_CLK_TCK")
-# The first words found in a process's command line (or its parent's) name its kind.
-KINDS = [("engine_zygote", "engines, ranks and their zygotes"),
+# The first words found in a process's command line name its kind. A forked process keeps
+# its forkserver's command line, `python -c from multiprocessing.forkserver import main;
+# main(fd, fd, PRELOAD, ...)` (multiprocessing.forkserver.ForkServer.ensure_running): the
+# engines' and disposable ranks' server preloads disposable_rank.PRELOAD alone, the forked
+# kernels' server (tools/kernel_provisioner.py) more. Warm clusters' engines are
+# ipyparallel's `python -m ipyparallel.engine`; under mpiexec or srun they count as those.
+ENGINES = "engines, disposable ranks and their fork servers"
+ENGINES_PRELOAD = "['helpers.runtime.disposable_preload']"
+KINDS = [(ENGINES_PRELOAD, ENGINES),
          ("multiprocessing.forkserver", "kernels (forked) and their fork server"),
          ("ipyparallel.controller", "ipyparallel controllers"), ("ipcontroller",
                                                                    "ipyparallel controllers"),
          ("chromium", "Chromium"), ("playwright", "Chromium"), ("sphinx", "the book (Sphinx)"),
          ("tools.build", "make html (tools.build)"), ("ipykernel", "kernels (ipykernel)"),
-         ("jupyter", "Jupyter servers"), ("disposable", "disposable ranks (own server)"),
-         ("slurm", "Slurm"), ("munge", "Slurm"), ("srun", "Slurm"), ("mpiexec", "Open MPI"),
-         ("prte", "Open MPI"), ("torchrun", "torchrun"), ("exec(eval(sys.stdin", "pytest workers"),
-         ("pytest", "pytest"), ("tools.install", "the install"), ("-m uv", "the install"),
+         ("jupyter", "Jupyter servers"), ("slurm", "Slurm"), ("munge", "Slurm"),
+         ("srun", "Slurm"), ("mpiexec", "Open MPI"), ("prte", "Open MPI"),
+         ("ipyparallel.engine", ENGINES), ("torchrun", "torchrun"),
+         ("exec(eval(sys.stdin", "pytest workers"), ("pytest", "pytest"),
+         ("tools.install", "the install"), ("-m uv", "the install"),
          ("-m pip", "the install"), ("python", "other Python")]
 
 

@@ -37,6 +37,7 @@ from jupyter_client.provisioning import LocalProvisioner
 
 import helpers
 from helpers.runtime import disposable_rank
+from helpers.runtime.start_method import forkserver_usable
 from tools import jupyter_compat
 
 NAME = "nccl-forkserver"     # the entry point's name (pyproject.toml)
@@ -62,9 +63,9 @@ IGNORED = ("PYTEST_CURRENT_TEST", "TUTORIAL_", "JPY_", "IPYTHONDIR", "MPLBACKEND
 
 
 def available() -> bool:
-    """Whether this platform forks kernels: the forkserver start method, fds passed to its
-    children, and the names jupyter_compat lists."""
-    return ("forkserver" in multiprocessing.get_all_start_methods()
+    """Whether this process forks kernels: a forkserver it can use (start_method), fds
+    passed to its children, and the names jupyter_compat lists."""
+    return (forkserver_usable()
             and reduction.HAVE_SEND_HANDLE
             and all(entry.present() for entry in jupyter_compat.ENTRIES))
 

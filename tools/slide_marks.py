@@ -240,11 +240,12 @@ def _source_px(cell) -> int:
 
 
 def plan(nb: nbformat.NotebookNode, executed: nbformat.NotebookNode | None = None,
-         stem: str = "") -> list[dict]:
+         stem: str = "", cards: dict[str, str] | None = None) -> list[dict]:
     """Per cell of `nb`: its marks, {"slideshow": {...}, "slides": {...} or absent,
-    "thumbnail": bool} (the module docstring has the rules)."""
+    "thumbnail": bool} (the module docstring has the rules); `cards`: `thumbnails()`,
+    read here when not given."""
     ran = {c.get("id"): c for c in (executed.cells if executed else [])}
-    card = thumbnails().get(stem, "") if stem else ""
+    card = (thumbnails() if cards is None else cards).get(stem, "") if stem else ""
     found, marked = roles(nb.cells), []
     sizes: list[tuple[int, int, bool]] = []          # per cell: source px, output px, plot
     for cell in nb.cells:
@@ -338,18 +339,20 @@ def tall_cells(nb: nbformat.NotebookNode, marks: list[dict]) -> list[str]:
     return tall
 
 
-def problems(path: Path, executed_dir: Path | None = None) -> tuple[dict, list[str]]:
+def problems(path: Path, executed_dir: Path | None = None,
+             cards: dict[str, str] | None = None) -> tuple[dict, list[str]]:
     """The notebook at `path` with its marks as `--write` makes them, and what is wrong
     with it: marks missing or stale, a card's cell that is not there, a cell that does not
-    fit its slides whatever the cuts."""
+    fit its slides whatever the cuts. `cards`: `thumbnails()`, read here when not given."""
+    cards = thumbnails() if cards is None else cards
     raw = json.loads(path.read_text())
     nb = nbformat.reads(json.dumps(raw), as_version=4)
     executed = None
     if executed_dir is not None and (executed_dir / path.name).is_file():
         executed = nbformat.read(executed_dir / path.name, as_version=4)
-    marks = plan(nb, executed, path.stem)
+    marks = plan(nb, executed, path.stem, cards)
     wrong = []
-    card = thumbnails().get(path.stem)
+    card = cards.get(path.stem)
     if card is None:
         wrong.append(f"{path.name}: no figure chosen for its card (notebooks/series.toml)")
     elif not any(m["thumbnail"] for m in marks):
@@ -389,8 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executed", type=Path, help="executed copies (output sizes)")
     args = parser.parse_args(argv)
     failed = False
+    cards = thumbnails()          # series.toml read once for every notebook
     for path in notebooks(args.paths):
-        raw, wrong = problems(path, args.executed)
+        raw, wrong = problems(path, args.executed, cards)
         if args.write:
             text = json.dumps(raw, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
             if text != path.read_text():

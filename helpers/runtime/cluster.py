@@ -28,16 +28,26 @@ from helpers.runtime.folded import Folded
 from helpers.runtime.progress import COLD_STAGES, WARM_STAGES, StartProgress, timings_line
 from helpers.runtime.tracebacks import quiet_paths_in_tracebacks
 from helpers.runtime.transfer import decode
-from helpers.runtime.starting import (activate, new_ipp_cluster, owned_and_private, quiet, shell,
+from helpers.runtime.starting import (activate, new_ipp_cluster, private, quiet, shell,
                                       start_processes, start_reaper)
 from helpers.runtime.processes import (cluster_processes, end_orphans, end_processes,
-                                       forget_cluster_files)
+                                       forget_cluster_files, record_owner)
 
 
 _current: "TutorialCluster | None" = None  # the cluster this kernel started last
-# stop(): SIGTERM, then SIGKILL at once (0.05 s instead of 0.5 s for 4 ranks). Nothing
-# on an engine needs a clean exit: its process group ends with the process.
+# What a stop leaves running is given SIGTERM, then SIGKILL at once: a nanny whose engine
+# ended a moment ago, an engine that did not take its SIGTERM. Nothing there needs a clean
+# exit: its process group ends with the process.
 STOP_GRACE_S = 0.0
+
+
+def stop_ipp_cluster(ipp_cluster: ipp.Cluster) -> None:
+    """ipyparallel's stop (engines, controller, the cluster file), quietly; then whatever
+    of the cluster still runs is ended, and the files a SIGKILLed controller leaves go."""
+    with quiet(ipp_cluster), contextlib.suppress(Exception):
+        ipp_cluster.stop_cluster_sync()
+    end_processes(cluster_processes(ipp_cluster.cluster_id), grace_s=STOP_GRACE_S)
+    forget_cluster_files(ipp_cluster.cluster_id)
 
 
 class TutorialCluster:
@@ -184,14 +194,10 @@ class TutorialCluster:
             return
         with contextlib.suppress(Exception):
             self.client.close()
-        # Ending the processes ourselves is quick; ipyparallel's own stop waits ~3 s and
-        # leaves the engine nannies running for seconds more (ipp_compat: own-stop). No
+        # ipyparallel's own stop: engines and controller together, then the cluster file. No
         # leave_group first: an engine stuck in a collective would hold it up, and an
         # ended process leaves its group anyway.
-        end_processes(cluster_processes(self.cluster_id), grace_s=STOP_GRACE_S)
-        with quiet(self._ipp_cluster), contextlib.suppress(Exception):
-            self._ipp_cluster.stop_cluster_sync()  # its bookkeeping: the cluster file
-        forget_cluster_files(self.cluster_id)  # a controller ended by SIGKILL leaves them
+        stop_ipp_cluster(self._ipp_cluster)
         with contextlib.suppress(Exception):
             self._owner.terminate()
             self._owner.wait(timeout=5)
@@ -304,23 +310,25 @@ def _start_new_cluster(n_ranks: int, backend: str, timeout_s: float, debug: str,
             lease, warm = None, False       # in use by another notebook: start cold
     if warm:
         owner = warm_start.start_keeper(cluster_id)
-        ipp_cluster = new_ipp_cluster(plan, cluster_id=cluster_id, shutdown_atexit=False)
+        # ipyparallel's own local engines: they outlive this kernel, which a forked engine
+        # does not (forked_engines ends them at this process's exit)
+        ipp_cluster = new_ipp_cluster(plan, cluster_id=cluster_id, shutdown_atexit=False,
+                                      engine_launcher_class="local")
     else:
         ipp_cluster = new_ipp_cluster(plan)
         owner = start_reaper(ipp_cluster.cluster_id)
+    # Who answers for the processes: the keeper of a warm cluster, else this kernel.
+    record_owner(ipp_cluster.cluster_id, owner.pid if warm else os.getpid(), owner.pid)
     try:
-        # Who answers for the processes: the keeper of a warm cluster, else this kernel.
-        with quiet(ipp_cluster), owned_and_private(owner.pid if warm else os.getpid()):
-            client = start_processes(ipp_cluster, plan, n_ranks, progress)
+        with quiet(ipp_cluster), private():
+            client = start_processes(ipp_cluster, n_ranks, progress)
         ids = sorted(client.ids)[:n_ranks]
         client[ids].apply_async(engine.ready).get(timeout=START_TIMEOUT_S)
         progress.done("torch ready")
         ranks = join_process_group(client, backend, timeout_s, debug, plan, n_ranks)
         progress.done("group joined")
     except BaseException:
-        end_processes(cluster_processes(ipp_cluster.cluster_id), grace_s=STOP_GRACE_S)
-        with quiet(ipp_cluster), contextlib.suppress(Exception):
-            ipp_cluster.stop_cluster_sync()
+        stop_ipp_cluster(ipp_cluster)
         owner.terminate()
         if lease is not None:
             lease.release()

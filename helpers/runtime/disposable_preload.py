@@ -1,9 +1,10 @@
-"""What the disposable ranks' fork server imports, once, before it forks a rank.
+"""What a process's forkserver imports, once, before it forks a disposable rank or an engine.
 
-helpers/runtime/disposable.py names this module in the preload of its `multiprocessing`
-forkserver context (disposable_rank.PRELOAD), so that a rank of a case costs a fork, not
-a new `python` importing torch. Only that server imports it: it sets an environment
-variable and freezes the collector's view of what it imported.
+helpers/runtime/disposable.py and helpers/runtime/forked_engines.py name this module in
+the preload of the `multiprocessing` forkserver context (disposable_rank.PRELOAD), so that
+a rank of a case, or an engine, costs a fork, not a new `python` importing torch. Only
+that server imports it: it sets an environment variable and freezes the collector's view
+of what it imported.
 """
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ if "torch" not in sys.modules:
 import torch  # noqa: E402,F401
 import torch.distributed  # noqa: E402,F401
 
+import ipykernel.ipkernel  # noqa: E402,F401
+import ipyparallel.engine.app  # noqa: E402,F401
+
 import helpers.runtime.disposable_rank  # noqa: E402,F401
+import helpers.runtime.engine  # noqa: E402,F401
 import helpers.runtime.rendezvous  # noqa: E402,F401
 import helpers.runtime.transfer  # noqa: E402,F401
 

@@ -19,8 +19,8 @@ import threading
 import time
 from typing import Any
 
-# What the rank's fork server imports before it forks (disposable_preload.py: torch, and the
-# modules below); engine_zygote's zygote imports it too.
+# What a process's fork server imports before it forks a rank or an engine
+# (disposable_preload.py: torch, ipyparallel's engine, and the modules below).
 PRELOAD = ("helpers.runtime.disposable_preload",)
 
 

@@ -23,7 +23,6 @@ import shlex
 import shutil
 import socket
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,17 +38,40 @@ MPI_ENGINES = "MPIEngineSetLauncher"
 SLURM_ENGINES = "SlurmEngineSetLauncher"
 SLURM_CONTROLLER = "SlurmControllerLauncher"
 LOCAL_ENGINES = "LocalEngineSetLauncher"
-# An engine checks for the controller's heartbeat every HeartMonitor.period + 0.5 s
-# (IPEngine.start_heartbeat; starting.CONTROLLER_ARGS sets the period to 0.25 s) and exits
-# after this many checks in a row without one: a SIGKILLed controller's engines are gone
-# within about 6 s (tests/runtime/test_loopback.py) instead of ipyparallel's 50 (37 s).
+# The local engines: forked from this process's standard-library forkserver by our launcher
+# plug-in (helpers/runtime/forked_engines.py, entry point "forkserver" in pyproject.toml),
+# where the platform has a forkserver; ipyparallel's own local launcher elsewhere.
+FORKSERVER_ENGINES = "forkserver"
+# The controller counts an engine as registered at the heartbeat after its first pong: up
+# to 2 periods, 3 s each by default: 0.25 s instead (starting.CONTROLLER_ARGS).
+HEARTBEAT_PERIOD_MS = 250
+# An engine checks for the controller's heartbeat every period + 0.5 s (IPEngine.
+# start_heartbeat) and exits after this many checks in a row without one: a SIGKILLed
+# controller's engines are gone within about 6 s (tests/runtime/test_loopback.py) instead
+# of ipyparallel's 50 (37 s).
 HEARTBEAT_MISSES = 8
 ENGINE_ARGS = [f"--IPEngine.max_heartbeat_misses={HEARTBEAT_MISSES}"]
-# What srun runs per task: ipyparallel's engine, with a nanny that reports the job's end
-# (scancel, time limit) to the controller at once. The same Python as the notebook's, as
-# ipyparallel's default: the nodes see the same installation.
-# ipp_compat: task-engine-cmd
-SLURM_ENGINE_CMD = [sys.executable, "-m", "helpers.runtime.task_engine"]
+# How long the controller hears nothing from an engine before it counts it dead, in
+# heartbeat periods. One host: 30 s, ipyparallel's own (10 x 3 s); an engine that ends is
+# reported at once by its nanny anyway. Slurm: 10 s. A job's end (scancel, the time limit)
+# signals every process of the step at once, the nannies included, and an engine busy in
+# a cell outlives its SIGTERM until the SIGKILL that comes KillWait later: from then on
+# only the missing heartbeat tells the controller, and a cell on the cancelled engines.
+CONTROLLER_MISSES = {"local": 120, "mpi": 120, "slurm": 40}
+
+
+def controller_args(launcher: str) -> list[str]:
+    """The heartbeat settings of `launcher`'s controller (see CONTROLLER_MISSES)."""
+    return [f"--HeartMonitor.period={HEARTBEAT_PERIOD_MS}",
+            f"--HeartMonitor.max_heartmonitor_misses={CONTROLLER_MISSES[launcher]}"]
+
+
+def local_engine_launcher() -> str:
+    """"forkserver" (our plug-in) where this process can use one, else ipyparallel's own
+    "local" (start_method.forkserver_usable)."""
+    from helpers.runtime.start_method import forkserver_usable
+
+    return FORKSERVER_ENGINES if forkserver_usable() else "local"
 
 
 @dataclass(frozen=True)
@@ -286,11 +308,13 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
             raise ValueError(f"the {launcher} launcher runs on one host over loopback "
                              f"('lo'), not {interface!r}: use launcher='slurm'")
         env = local_engine_env(n_ranks)
-        kwargs: dict[str, Any] = {"n": n_ranks, "controller_ip": LOOPBACK}
+        kwargs: dict[str, Any] = {"n": n_ranks, "controller_ip": LOOPBACK,
+                                  "controller_args": controller_args(launcher)}
         engines = {"environment": env, "engine_args": list(ENGINE_ARGS)}
         config = {}
         if launcher == "local":
-            config[LOCAL_ENGINES] = engines
+            kwargs["engine_launcher_class"] = local_engine_launcher()
+            config[LOCAL_ENGINES] = engines   # its subclass, ours, reads this section too
         else:
             kwargs["engine_launcher_class"] = "mpi"
             config[MPI_ENGINES] = {"mpi_cmd": [mpiexec],
@@ -311,10 +335,11 @@ def cluster_options(launcher: str | None, n_ranks: int, *, interface: str | None
     per_node = min(gpus, n_ranks) if gpus else n_ranks
     env = {"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface,
            **engine_settings(per_node)}
-    kwargs = {"n": n_ranks, "engine_launcher_class": "slurm"}
+    kwargs = {"n": n_ranks, "engine_launcher_class": "slurm",
+              "controller_args": controller_args("slurm")}
     config = {
         SLURM_ENGINES: {"batch_template": slurm_engine_template(n_ranks, gpus),
-                        "engine_cmd": list(SLURM_ENGINE_CMD), "environment": env}}
+                        "environment": env}}
     if controller == "slurm":
         kwargs["controller_launcher_class"] = "slurm"
         config[SLURM_CONTROLLER] = {"batch_template": slurm_controller_template(interface)}

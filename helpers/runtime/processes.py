@@ -1,27 +1,23 @@
 """Find and end the processes of a cluster: nothing the series starts may outlive its use.
 
-Every process ipyparallel starts for a cluster carries IPP_CLUSTER_ID in its
-environment; ours also carry TUTORIAL_OWNER_PID, the process that answers for
-them (the kernel, or the keeper of a warm cluster), and TUTORIAL_IPYTHONDIR, the
-IPYTHONDIR whose profile holds the cluster's files. When the owner is gone, the
-processes are orphans, and the next start cell of the same user and the same
-IPYTHONDIR ends them: another project (another IPYTHONDIR) or another user keeps its own.
+ipyparallel gives every process it starts for a cluster IPP_CLUSTER_ID in its
+environment; a local engine forked from the forkserver (forked_engines.py) has the
+forkserver's environment and command line as /proc shows them, and is known by the file
+it keeps open instead: the cluster's engine log. Beside each cluster's file, an owner file names the process that
+answers for it (the kernel, or the keeper of a warm cluster) and its watchdog (the
+reaper, or the keeper). When both are gone, the cluster is an orphan, and the next start
+cell of the same user and the same IPYTHONDIR stops it: another project (another
+IPYTHONDIR) or another user keeps its own.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import signal
-import stat
-import tempfile
 import time
 from pathlib import Path
 
 import psutil
-
-OWNER_VARIABLE = "TUTORIAL_OWNER_PID"
-IPYTHONDIR_VARIABLE = "TUTORIAL_IPYTHONDIR"
-NANNY_NAME = "ipp-nanny"   # what ps, top and psutil's name() show for a forked nanny
 
 
 def _environ(proc: psutil.Process) -> dict[str, str]:
@@ -29,6 +25,17 @@ def _environ(proc: psutil.Process) -> dict[str, str]:
         return proc.environ()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return {}
+
+
+def _writes_to(proc: psutil.Process, marker: str) -> bool:
+    """Whether a child of a forkserver has a file open whose path holds `marker` (an
+    engine keeps its log open, though ipykernel puts a pipe on its fd 1)."""
+    try:
+        if "multiprocessing.forkserver" not in " ".join(proc.cmdline()):
+            return False
+        return any(marker in f.path for f in proc.open_files())
+    except psutil.Error:
+        return False
 
 
 def _this_users(proc: psutil.Process) -> bool:
@@ -40,15 +47,17 @@ def _this_users(proc: psutil.Process) -> bool:
 
 
 def cluster_processes(cluster_id: str) -> list[psutil.Process]:
-    """Every live process of this user started for the ipyparallel cluster `cluster_id`."""
-    return [proc for proc in psutil.process_iter()
-            if proc.pid != os.getpid() and _environ(proc).get("IPP_CLUSTER_ID") == cluster_id
-            and _this_users(proc)]
-
-
-def owned_by(procs: list[psutil.Process], owner_pid: int) -> list[psutil.Process]:
-    """Those of `procs` whose owner (TUTORIAL_OWNER_PID) is `owner_pid`."""
-    return [p for p in procs if _environ(p).get(OWNER_VARIABLE) == str(owner_pid)]
+    """Every live process of this user started for the ipyparallel cluster `cluster_id`:
+    its controller, engines and their nannies."""
+    engine_log = f"{os.sep}ipengine-{cluster_id}-"   # LocalEngineSetLauncher's output file
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid() or not _this_users(proc):
+            continue
+        if (_environ(proc).get("IPP_CLUSTER_ID") == cluster_id
+                or _writes_to(proc, engine_log)):
+            found.append(proc)
+    return found
 
 
 def current_ipython_dir() -> str:
@@ -70,38 +79,60 @@ def batch_script(cluster_id: str, launcher_class: str, ipython_dir: str | None =
     return security_dir(ipython_dir) / f"batch-{cluster_id}-{launcher_class}.sbatch"
 
 
+def owner_file(cluster_id: str, ipython_dir: str | None = None) -> Path:
+    """Where the owner and the watchdog of a cluster are named."""
+    return security_dir(ipython_dir) / f"owner-{cluster_id}.json"
+
+
+def _identity(pid: int) -> list[float]:
+    """[pid, start time]: a pid the system gives a new process later is not the same."""
+    return [pid, psutil.Process(pid).create_time()]
+
+
+def _alive(identity: list[float]) -> bool:
+    pid, started = identity
+    try:
+        proc = psutil.Process(int(pid))
+        return running(proc) and abs(proc.create_time() - started) < 0.01
+    except psutil.Error:
+        return False
+
+
+def record_owner(cluster_id: str, owner_pid: int, watcher_pid: int) -> None:
+    """Name the process that answers for the cluster and the one that stops it if the
+    owner dies abruptly (its file is written 0600, as the cluster's own)."""
+    path = owner_file(cluster_id)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    text = json.dumps({"owner": _identity(owner_pid), "watcher": _identity(watcher_pid)})
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
 def forget_cluster_files(cluster_id: str, ipython_dir: str | None = None) -> None:
-    """Remove the cluster and connection files of a cluster whose processes are gone, and
-    its batch scripts (slurm): a controller that was SIGKILLed could not remove them."""
+    """Remove the cluster and connection files of a cluster whose processes are gone, its
+    owner file and its batch scripts (slurm): a SIGKILLed controller cannot remove them."""
     folder = security_dir(ipython_dir)
-    for path in [folder / f"cluster-{cluster_id}.json",
+    for path in [folder / f"cluster-{cluster_id}.json", owner_file(cluster_id, ipython_dir),
                  *folder.glob(f"ipcontroller-{cluster_id}-*.json"),
                  *folder.glob(f"batch-{cluster_id}-*.sbatch")]:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
 
-def private_socket_dir() -> Path:
-    """An owner-only (0700) folder for this user's unix sockets (the engines' zygote),
-    made if missing.
+def stop_by_file(cluster_id: str, ipython_dir: str | None = None) -> None:
+    """Stop a cluster this process did not start, the way `ipcluster stop` does:
+    ipyparallel rebuilds its launchers from the cluster file and stops what they started.
+    Then whatever of it still runs is ended, and its files go."""
+    import ipyparallel as ipp
 
-    $XDG_RUNTIME_DIR/nccl-notebooks when that is set (a per-user folder already), else
-    <temp dir>/nccl-notebooks-<uid>. A folder of that name that another user owns, that
-    is a link, or that others can enter is refused: /tmp is shared.
-    """
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
-    folder = (Path(runtime) / "nccl-notebooks" if runtime and os.path.isdir(runtime)
-              else Path(tempfile.gettempdir()) / f"nccl-notebooks-{os.getuid()}")
-    with contextlib.suppress(FileExistsError):
-        folder.mkdir(mode=0o700)
-    info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise RuntimeError(f"{folder} is not a folder of this user: remove it, or set "
-                           "XDG_RUNTIME_DIR to a private folder")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        raise RuntimeError(f"{folder} can be entered by other users "
-                           f"(mode {stat.S_IMODE(info.st_mode):o}): chmod 700 it")
-    return folder
+    folder = Path(ipython_dir or current_ipython_dir()) / "profile_default"
+    with contextlib.suppress(Exception):
+        ipp_cluster = ipp.Cluster.from_file(profile_dir=str(folder), cluster_id=cluster_id)
+        ipp_cluster.log.disabled = True
+        ipp_cluster.stop_cluster_sync()
+    end_processes(cluster_processes(cluster_id), grace_s=0.0)
+    forget_cluster_files(cluster_id, ipython_dir)
 
 
 def running(proc: psutil.Process | int) -> bool:
@@ -113,38 +144,16 @@ def running(proc: psutil.Process | int) -> bool:
         return False
 
 
-def kill_forked(pid: int) -> None:
-    """SIGKILL a forked child's process group, and the child itself: until its setsid it is
-    still in its parent's group."""
-    for kill in (os.killpg, os.kill):
-        with contextlib.suppress(OSError):
-            kill(pid, signal.SIGKILL)
-
-
-def end_forked(pids: set[int]) -> None:
-    """kill_forked each of `pids`, children of this process, and reap it."""
-    for pid in pids:
-        kill_forked(pid)
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-
-
 def end_processes(procs: list[psutil.Process], grace_s: float = 3.0,
                   kill_wait_s: float = 5.0) -> None:
     """SIGTERM, wait up to `grace_s`, then SIGKILL whatever is left and wait for it.
 
-    A zombie counts as ended: its parent (ipyparallel's launcher) reaps it later, or
-    nobody does (an engine forked by another is adopted by PID 1, which may not reap).
-    A forked nanny gets SIGKILL at once: on SIGTERM it would report its engine's end to
-    a controller that is ending too (engine_boot._nanny_class), and linger up to 1 s.
+    A zombie counts as ended: its parent (ipyparallel's launcher, the forkserver) reaps
+    it later, or nobody does (a process adopted by PID 1, which may not reap).
     """
     for proc in procs:
         with contextlib.suppress(psutil.Error):
-            if proc.name() == NANNY_NAME:
-                proc.kill()
-            else:
-                proc.terminate()
+            proc.terminate()
     alive = _wait_ended([p for p in procs if running(p)], grace_s)
     for proc in alive:
         with contextlib.suppress(psutil.Error):
@@ -162,34 +171,25 @@ def _wait_ended(procs: list[psutil.Process], wait_s: float) -> list[psutil.Proce
     return alive
 
 
-def orphaned_processes(ipython_dir: str) -> list[psutil.Process]:
-    """This user's cluster processes of IPYTHONDIR `ipython_dir` whose owner process is gone."""
+def orphaned_clusters(ipython_dir: str) -> list[str]:
+    """The clusters of IPYTHONDIR `ipython_dir` whose owner and watchdog are both gone."""
     orphans = []
-    for proc in psutil.process_iter():
-        env = _environ(proc)
-        owner = env.get(OWNER_VARIABLE, "")
-        if (proc.pid == os.getpid() or not env.get("IPP_CLUSTER_ID") or not owner.isdigit()
-                or env.get(IPYTHONDIR_VARIABLE) != ipython_dir or not _this_users(proc)):
-            continue
+    for path in security_dir(ipython_dir).glob("owner-*.json"):
         try:
-            owner_alive = running(psutil.Process(int(owner)))
-        except psutil.NoSuchProcess:
-            owner_alive = False
-        if not owner_alive:
-            orphans.append(proc)
+            named = json.loads(path.read_text())
+            gone = not (_alive(named["owner"]) or _alive(named["watcher"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            gone = True          # half written by a start that was killed
+        if gone:
+            orphans.append(path.stem.removeprefix("owner-"))
     return orphans
 
 
 def end_orphans(ipython_dir: str | None = None) -> int:
-    """End what a dead kernel (or keeper) of this user and this IPYTHONDIR (or `ipython_dir`)
-    left running, and its files; return the count of processes ended."""
+    """Stop what a dead kernel (or keeper) of this user and this IPYTHONDIR (or
+    `ipython_dir`) left running, and its files; return the count of clusters stopped."""
     folder = os.path.realpath(ipython_dir) if ipython_dir else current_ipython_dir()
-    orphans = orphaned_processes(folder)
-    clusters = {_environ(proc).get("IPP_CLUSTER_ID") for proc in orphans}
-    if orphans:
-        end_processes(orphans)
-    for cluster_id in clusters:
-        # A warm cluster's name is reused: keep the files of a live cluster of that name.
-        if cluster_id and not cluster_processes(cluster_id):
-            forget_cluster_files(cluster_id, folder)
+    orphans = orphaned_clusters(folder)
+    for cluster_id in orphans:
+        stop_by_file(cluster_id, folder)
     return len(orphans)

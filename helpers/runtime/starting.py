@@ -18,18 +18,20 @@ import ipyparallel as ipp
 import psutil
 
 from helpers.runtime import launchers
-from helpers.runtime.processes import (IPYTHONDIR_VARIABLE, OWNER_VARIABLE, batch_script,
-                                       current_ipython_dir, running)
+from helpers.runtime.forked_engines import ForkserverEngineSetLauncher, start_forkserver
+from helpers.runtime.processes import batch_script, current_ipython_dir, running
 from helpers.runtime.progress import StartProgress
 
-# The controller counts an engine as registered at the heartbeat after its first pong:
-# up to 2 periods, 3 s each by default. A 0.25 s period with 120 misses allowed keeps
-# the 30 s (10 x 3 s) before a silent engine is declared dead; the engines check for it
-# every period + 0.5 s (launchers.HEARTBEAT_MISSES). Schedulers run as threads
-# (--usethreads), not as forked processes. ipyparallel's controller itself, on
-# 127.0.0.1 (launchers.cluster_options).
-CONTROLLER_ARGS = ["--usethreads", "--HeartMonitor.period=250",
-                   "--HeartMonitor.max_heartmonitor_misses=120"]
+# Schedulers run as threads (--usethreads), not as forked processes; the heartbeat
+# settings are the launcher's (launchers.controller_args). ipyparallel's controller
+# itself, on 127.0.0.1 (launchers.cluster_options).
+CONTROLLER_ARGS = ["--usethreads"]
+
+# What a forked engine that died before its first line most likely met.
+MAIN_GUARD = ("\n(An engine forked by multiprocessing first imports the script that started "
+              "it, as every multiprocessing child does: in a script, call start_cluster() "
+              "under `if __name__ == \"__main__\":`; the error is above, in that script's "
+              "output.)")
 
 # ipyparallel's own log: its start-up and shutdown chatter has no place in a tutorial.
 IPP_LOG = logging.getLogger("helpers.runtime.cluster.ipyparallel")
@@ -59,49 +61,36 @@ def quiet(ipp_cluster: ipp.Cluster) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def owned_and_private(owner_pid: int) -> Iterator[None]:
-    """Processes started inside carry their owner's pid and this IPYTHONDIR (whose start
-    cells may end them once the owner is gone), and create files 0600: ipyparallel's
-    controller writes a connection file (the key) before it chmods it 0600
-    (IPController.save_connection_dict), so with umask 077 it is never readable by others."""
-    stamps = {OWNER_VARIABLE: str(owner_pid), IPYTHONDIR_VARIABLE: current_ipython_dir()}
-    previous = {name: os.environ.get(name) for name in stamps}
-    os.environ.update(stamps)
+def private() -> Iterator[None]:
+    """Files created inside are 0600: ipyparallel's controller writes a connection file
+    (the key) before it chmods it 0600 (IPController.save_connection_dict), so with umask
+    077 it is never readable by others."""
     previous_umask = os.umask(0o077)
     try:
         yield
     finally:
         os.umask(previous_umask)
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
-def start_reaper(cluster_id: str) -> subprocess.Popen:
-    """A watchdog that ends the cluster's processes if this kernel dies abruptly."""
+def start_reaper(cluster_id: str, owner_pid: int | None = None) -> subprocess.Popen:
+    """A watchdog that stops the cluster if its owner (this kernel) dies abruptly."""
     return subprocess.Popen(
-        [sys.executable, "-m", "helpers.runtime.reaper", str(os.getpid()), cluster_id],
+        [sys.executable, "-m", "helpers.runtime.reaper", str(owner_pid or os.getpid()),
+         cluster_id, current_ipython_dir()],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,  # survives a signal sent to the kernel's group
     )
 
 
 def new_ipp_cluster(plan: launchers.LaunchPlan, **kwargs: Any) -> ipp.Cluster:
-    """An unstarted ipyparallel cluster for `plan`, set up to start quickly.
-
-    delay=0: ipyparallel waits 1 s between controller and engines by default. Local
-    engines start at once, as one process that imports torch while the controller
-    starts and then forks the other engines (helpers/runtime/engine_boot.py), instead of
-    one process per engine started once the controller's connection files exist
-    (ipp_compat: forking-engine-start).
-    """
+    """An unstarted ipyparallel cluster for `plan`, set up to start quickly: engines at
+    once after the controller (delay=0; ipyparallel waits 1 s by default), forked from the
+    standard library's forkserver on one host (helpers/runtime/forked_engines.py)."""
     options = dict(plan.cluster_kwargs)
-    controller_args = [*options.pop("controller_args", []), *CONTROLLER_ARGS]
-    local = plan.launcher == "local"
+    options.update(kwargs)
+    controller_args = [*CONTROLLER_ARGS, *options.pop("controller_args", [])]
     ipp_cluster = ipp.Cluster(log=IPP_LOG, delay=0, controller_args=controller_args,
-                              send_engines_connection_env=not local, **options, **kwargs)
+                              **options)
     launchers.apply(plan, ipp_cluster)
     if plan.launcher == "slurm":
         # ipyparallel writes a batch script into the working directory (the notebook's
@@ -110,26 +99,19 @@ def new_ipp_cluster(plan: launchers.LaunchPlan, **kwargs: Any) -> ipp.Cluster:
         for name in (launchers.SLURM_ENGINES, launchers.SLURM_CONTROLLER):
             ipp_cluster.config[name].batch_file_name = str(
                 batch_script(ipp_cluster.cluster_id, name))
-    if local:
-        engine_file = os.path.join(ipp_cluster.profile_dir, "security",
-                                   f"ipcontroller-{ipp_cluster.cluster_id}-engine.json")
-        ipp_cluster.config.LocalEngineSetLauncher.engine_cmd = [
-            sys.executable, "-m", "helpers.runtime.engine_boot", engine_file,
-            str(plan.n_ranks)]
     return ipp_cluster
 
 
-def start_processes(ipp_cluster: ipp.Cluster, plan: launchers.LaunchPlan, n_ranks: int,
+def start_processes(ipp_cluster: ipp.Cluster, n_ranks: int,
                     progress: StartProgress) -> ipp.Client:
     """Controller and engines; returns a client once all `n_ranks` engines registered."""
-    local = plan.launcher == "local"
+    forked = ipp_cluster.engine_launcher_class is ForkserverEngineSetLauncher
+    if forked:
+        start_forkserver()    # its imports overlap the controller's start
     ipp_cluster.start_controller_sync()
-    if local:  # one process, forking the others; they wait for the controller themselves
-        ipp_cluster.start_engines_sync(1)
     client = ipp_cluster.connect_client_sync()  # waits for the controller's files
     progress.done("controller")
-    if not local:
-        ipp_cluster.start_engines_sync(n_ranks)
+    ipp_cluster.start_engines_sync(n_ranks)
     deadline = time.monotonic() + ipp_cluster.engine_timeout
     while len(client.ids) < n_ranks:
         exited = _engines_exited(ipp_cluster)
@@ -139,7 +121,8 @@ def start_processes(ipp_cluster: ipp.Cluster, plan: launchers.LaunchPlan, n_rank
                 f"{len(client.ids)} of {n_ranks} engines registered "
                 + ("before the engine processes exited" if exited
                    else f"within {ipp_cluster.engine_timeout} s")
-                + f"; their last output:\n{engine_output(ipp_cluster)}")
+                + f"; their last output:\n{engine_output(ipp_cluster)}"
+                + (MAIN_GUARD if forked and exited else ""))
         with contextlib.suppress(TimeoutError):
             client.wait_for_engines(len(client.ids) + 1, timeout=0.5, interactive=False)
         progress.registered(len(client.ids))
@@ -150,7 +133,7 @@ def start_processes(ipp_cluster: ipp.Cluster, plan: launchers.LaunchPlan, n_rank
 
 def _engines_exited(ipp_cluster: ipp.Cluster) -> bool:
     """True when every engine process this machine started has ended (local launcher);
-    ipp_compat: launcher-internals."""
+    the launcher's process (ipp_compat: launcher-internals)."""
     found = [getattr(launcher, "process", None) for engine_set in ipp_cluster.engines.values()
              for launcher in getattr(engine_set, "launchers", {}).values()]  # local only
     return bool(found) and all(isinstance(proc, psutil.Process) and not running(proc)

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from helpers.runtime import processes
 from helpers.runtime.config import ClusterConfigError, on_off
-from helpers.runtime.processes import cluster_processes, end_processes, forget_cluster_files, owned_by
+from helpers.runtime.processes import (cluster_processes, end_processes, forget_cluster_files,
+                                       owner_file)
 
 PREFIX = "nccl-notebooks-warm"
 DEFAULT_IDLE_S = 300.0
@@ -131,7 +132,7 @@ def keep(cluster_id: str, idle_s: float, start_grace_s: float = 180.0) -> None:
         if not any(processes.running(proc) for proc in ours):
             # Only the processes this keeper owns: a new cluster under the same name has its own.
             seen = bool(ours)
-            ours = owned_by(cluster_processes(cluster_id), os.getpid())
+            ours = cluster_processes(cluster_id) if _keeps(cluster_id) else []
             if (seen and not ours) or (
                     not ours and time.monotonic() - started_at > start_grace_s):
                 return  # stopped by someone else, or never started
@@ -145,6 +146,17 @@ def keep(cluster_id: str, idle_s: float, start_grace_s: float = 180.0) -> None:
                 return
         finally:
             lease.release()
+
+
+def _keeps(cluster_id: str) -> bool:
+    """Whether this process is the keeper the cluster's owner file names: a new cluster
+    started under the same name has a keeper of its own."""
+    import json
+
+    try:
+        return json.loads(owner_file(cluster_id).read_text())["watcher"][0] == os.getpid()
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return False
 
 
 def stop_warm_clusters() -> list[str]:

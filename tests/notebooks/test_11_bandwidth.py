@@ -21,7 +21,7 @@ from helpers.bench.nccl_tests import plan
 from helpers.bench.traffic import RING_LIKE, tree_children
 from helpers.bench.wire import agrees
 from helpers.checks import grade
-from notebook_runner import execute, notebook_text, png_count, printed
+from notebook_runner import execute, notebook_text, output_text, png_count, printed
 from reports import shown_reports
 
 NB = NOTEBOOKS / "11_bandwidth.ipynb"
@@ -40,6 +40,39 @@ FACTOR = {"all_reduce": 1.0, "broadcast": 1.0, "reduce": 1.0, **{c: 0.5 for c in
 
 def _outputs(nb) -> list[dict]:
     return [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs]
+
+
+def _numbers(text: str) -> list[float]:
+    """The numbers a line states, in order (1,024 and 12.5% read as 1024 and 12.5): what
+    a test compares, so that a copy edit of the words around them keeps it green."""
+    return [float(x.replace(",", "")) for x in re.findall(r"-?\d[\d,]*(?:\.\d+)?", text)]
+
+
+def _printed(nb, cell_id: str) -> str:
+    """What the code cell `cell_id` printed or displayed as text."""
+    [cell] = [c for c in nb.cells if c.get("id") == cell_id]
+    return output_text(cell)
+
+
+def _printed_before(nb, cell_id: str) -> str:
+    """What every code cell above the cell `cell_id` printed or displayed as text."""
+    ids = [c.get("id") for c in nb.cells]
+    return "".join(output_text(c) for c in nb.cells[:ids.index(cell_id)]
+                   if c.cell_type == "code")
+
+
+def _every_rank_checked(reports: list, n: int) -> None:
+    """Each rank has a ✓ verdict (data-rank, data-ok) in some Report the notebook showed."""
+    for rank in range(n):
+        assert any(s.by_rank().get(rank) is True for s in reports), f"no ✓ for rank {rank}"
+
+
+def _check_fit_heading(nb, n: int, batches: int) -> None:
+    """The α-β fit's heading (cell ab03's first line) states this run's world size, gloo,
+    the ring terms and the number of batches, whatever its words around them."""
+    heading = _printed(nb, "ab03").splitlines()[0]
+    assert {n, batches} <= set(_numbers(heading)), heading
+    assert {"ring", "gloo"} <= set(re.findall(r"\w+", heading)), heading
 
 
 @pytest.mark.notebook
@@ -73,13 +106,13 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     assert "draw_alpha_beta(4)" in scheme.source and "cluster" not in scheme.source
     assert [o for o in scheme.outputs if "image/png" in o.get("data", {})]
     assert nb.cells[2].source.startswith("## What the picture shows")
-    before_fit = text.split("α-β fit, ring terms")[0]   # the self-checks before the α-β fit
+    before_fit = _printed_before(nb, "ab03")   # the self-checks before the α-β fit
     assert "✓" in before_fit and "✗" not in before_fit
-    for rank in range(N):
-        assert f"rank {rank} ✓" in text
     reports = shown_reports(nb)
-    agree = [s for s in reports if s.verdicts and "rows as rank 0" in s.verdicts[0][2]]
-    assert len(agree) == 1 and agree[0].by_rank() == {r: True for r in range(N)}
+    _every_rank_checked(reports, N)
+    [agree] = shown_reports(nb, "c11")         # every rank returned rank 0's rows
+    assert agree.by_rank() == {r: True for r in range(N)}
+    assert all(len(rows) in _numbers(said) for said in agree.texts().values()), agree.texts()
     [exercise] = shown_reports(nb, "c23")
     assert exercise.oks == [True] * 3, "the exercise check did not pass"
     assert [who for who, _, _ in exercise.verdicts] == ["bytes", "count", "busbw / algbw"]
@@ -94,8 +127,8 @@ def test_bandwidth_notebook_sweeps_every_collective(tmp_path, monkeypatch):
     assert len(bars) == 1 and bars[0]["output_type"] == "display_data"
     assert not any("\r" in (o.get("text", "") + o.get("data", {}).get("text/plain", ""))
                    for o in _outputs(nb)), "carriage-return residue in an output"
-    check_alpha_beta_section(text, rows, N)
-    check_wire_section(text, json.loads((results / "11_bandwidth_wire.json").read_text()), N,
+    check_alpha_beta_section(nb, rows, N)
+    check_wire_section(json.loads((results / "11_bandwidth_wire.json").read_text()), N,
                        MAX_BYTES, reports)
 
 
@@ -127,13 +160,16 @@ def check_tables(nb, rows: list[dict]) -> None:
         assert len(re.findall(r"^\s*\d+\s+\d+\s+float\s", table, flags=re.M)) == len(SIZES)
 
 
-def check_wire_section(text: str, traffic: list[dict], n: int, largest: int,
-                       reports: list) -> None:
+def check_wire_section(traffic: list[dict], n: int, largest: int, reports: list) -> None:
     """Bytes on the wire: the calibration, every point saved with measured and model per
     rank, and gloo's algorithm for each collective recomputed from the saved matrices."""
-    for rank in range(n):   # a quiet rank reads 0 B; a 64 KiB send reads S + 96 / 48
+    [calibration] = [s for s in reports if s.cell == "w02"]
+    assert calibration.by_rank() == {rank: True for rank in range(n)}
+    for rank, said in calibration.texts().items():
+        # a quiet rank reads 0 B; a 64 KiB send reads S + 96 / 48: the waiting, the send
+        # and the model of the send, each rank's three numbers
         want = {0: 65536 + 96, 1: 48}.get(rank, 0)
-        assert f"rank {rank} ✓  waiting: 0 B; the send: {want} B" in text
+        assert sorted(_numbers(said)) == sorted([0, want, want]), (rank, said)
     assert {(t["collective"], t["bytes"]) for t in traffic} == {
         (c, traffic_plan) for c in ALL for traffic_plan in
         (plan(c, 256, n, 4).bytes, plan(c, 65536, n, 4).bytes, plan(c, largest, n, 4).bytes)}
@@ -151,12 +187,14 @@ def check_wire_section(text: str, traffic: list[dict], n: int, largest: int,
             edges = {(p, q) for p in range(n) for q in tree_children(p, n)}
             assert {(p, q) for p in range(n) for q in range(n)
                     if t["matrix"][p][q] >= t["bytes"]} == edges, t["matrix"]
-    [wire] = [s for s in reports if s.title == "bytes on the wire against each collective's "
-                                                 "algorithm on gloo"]
+    [wire] = [s for s in reports if s.cell == "w07"]
     for collective in ALL:
         oks = [ok for who, ok, _ in wire.verdicts if who.split()[0] == collective]
         assert oks == [True] * 3, collective
-        assert len(re.findall(rf"^{collective}\s+\d+ B ✓  ", text, flags=re.M)) == 3, collective
+        sizes = sorted(_numbers(who)[0] for who, _, _ in wire.verdicts
+                       if who.split()[0] == collective)       # "all_reduce  256 B"
+        assert sizes == sorted(plan(collective, s, n, 4).bytes
+                               for s in (256, 65536, largest)), (collective, sizes)
 
 
 # Fitted models whose held-out check may say ✗ in one run. Measured before this was set
@@ -168,15 +206,21 @@ def check_wire_section(text: str, traffic: list[dict], n: int, largest: int,
 CHANCE_MISSES = 1
 
 
-def check_alpha_beta_section(text: str, rows: list[dict], n: int) -> None:
+def check_alpha_beta_section(nb, rows: list[dict], n: int) -> None:
     """The α-β cells: the numpy fit, the table, the self-check, the copy bandwidth, the
     prediction and the NCCL cell's skip, all consistent with the saved rows; every ✓/✗
     of the self-check says what the rows say, and every fitted model but CHANCE_MISSES
     predicts the sizes it was not fitted on within 3 × its stated error."""
-    fits = alpha_beta.fit_all(rows)
+    text, table = notebook_text(nb), _printed(nb, "ab03")
+    fits = alpha_beta.fit_all(rows, "ring")
     assert set(fits) | set(fits.refused) == set(ALL) and "all_reduce" in fits
-    for collective, why in fits.refused.items():
-        assert f"{collective:<15} no fit: {why}" in text
+    [check] = shown_reports(nb, "ab07")         # the self-check: a verdict per fitted model
+    assert {who for who, _, _ in check.verdicts} == set(fits), check.verdicts
+    for collective, why in fits.refused.items():   # the table and the check say why not
+        assert any(line.split()[:1] == [collective] and why in line
+                   for line in table.splitlines()), (collective, why)
+        assert any(note.split()[:1] == [collective] and why in note
+                   for note in check.notes), (collective, why)
     # The numpy cell and fit_all agree, and both are printed from these rows.
     shown = re.search(rf"all_reduce on {n} ranks: α = ([\d.]+) µs per step, β = ([\d.]+) GB/s, "
                       r"fit error ([\d.]+)%", text)
@@ -186,13 +230,13 @@ def check_alpha_beta_section(text: str, rows: list[dict], n: int) -> None:
     assert float(shown[1]) == pytest.approx(plain.alpha_us, abs=0.051)
     assert float(shown[2]) == pytest.approx(plain.beta_gbps, abs=5e-4)
     assert float(shown[3]) == pytest.approx(plain.error * 100, abs=0.051)
-    assert f"α-β fit, ring terms, {n} ranks, backend gloo" in text
+    _check_fit_heading(nb, n, batches=5)       # the notebook's 5 batches (≤ iters = 10)
     assert all(fit.statistic == "time_min_us" for fit in fits.values())
     assert re.search(r"mean over all calls / fastest of 5 batches: median ×[\d.]+", text)
     missed = []
     for collective, fit in fits.items():
         line = re.search(rf"^{collective}\s+([\d.]+) ± [\d.]+\s+([\d.]+) ± [\d.]+\s+([\d.]+)%",
-                         text, flags=re.M)
+                         table, flags=re.M)
         assert line, collective
         assert float(line[1]) == pytest.approx(fit.alpha_us, abs=0.051)
         assert float(line[2]) == pytest.approx(fit.beta_gbps, abs=5e-4)
@@ -202,9 +246,12 @@ def check_alpha_beta_section(text: str, rows: list[dict], n: int) -> None:
         misses = alpha_beta.holdout_misses(rows, collective)
         median = float(np.median([m for k, m in misses.items() if k not in fit.left_out]))
         within = median <= 3 * fit.error
-        assert (f"{collective:<15} {'✓' if within else '✗'}  median miss on the sizes left out "
-                f"{median:5.1%} = {median / fit.error:.1f} ε (ε = {fit.error:.1%}; "
-                f"✓ up to 3 ε)") in text, collective
+        [(_, ok, said)] = [v for v in check.verdicts if v[0] == collective]
+        assert ok is within, (collective, said)
+        stated = _numbers(said)          # the miss (%), the miss in ε, ε (%), the bound: 3
+        assert any(abs(x - 100 * median) <= 0.051 for x in stated), (collective, said)
+        assert any(abs(x - median / fit.error) <= 0.051 for x in stated), (collective, said)
+        assert any(abs(x - 100 * fit.error) <= 0.051 for x in stated), (collective, said)
         missed += [] if within else [f"{collective}: {median / fit.error:.1f} ε"]
     assert len(missed) <= CHANCE_MISSES, missed
     copy = re.search(r"memory copy on rank 0: ([\d.]+) GB/s", text)
@@ -224,14 +271,12 @@ def test_bandwidth_notebook_fits_alpha_beta_at_4_ranks(tmp_path, monkeypatch):
                  iters=10, warmup=2, hand_bytes=4096)
     rows = json.loads((results / "11_bandwidth.json").read_text())
     assert {r["world_size"] for r in rows} == {4}
-    text = notebook_text(nb)
-    for rank in range(4):
-        assert f"rank {rank} ✓" in text
-    assert "α-β fit, ring terms, 4 ranks" in text
-    check_wire_section(text, json.loads((results / "11_bandwidth_wire.json").read_text()), 4,
-                       MAX_BYTES, shown_reports(nb))
-    assert "✗" not in text.split("α-β fit, ring terms")[0]   # the self-checks before the fit
-    check_alpha_beta_section(text, rows, 4)
+    reports = shown_reports(nb)
+    _every_rank_checked(reports, 4)
+    check_wire_section(json.loads((results / "11_bandwidth_wire.json").read_text()), 4,
+                       MAX_BYTES, reports)
+    assert "✗" not in _printed_before(nb, "ab03")   # the self-checks before the fit
+    check_alpha_beta_section(nb, rows, 4)
 
 
 # ------------------------------------------------------------------ helpers, no engines

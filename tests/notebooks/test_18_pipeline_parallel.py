@@ -1,16 +1,22 @@
 """Notebook 18 (pipeline parallelism: GPipe and 1F1B by hand, torch's schedules) executed
-on gloo, its gradients checked against the unsplit model computed here."""
+on gloo, its gradients checked against the unsplit model computed here; and, without
+engines (`docs`), the sizes its prose states against those its code sets."""
 from __future__ import annotations
 
 import pytest
 import torch
 from animation_checks import only_animation
+from conftest import NOTEBOOKS
 from notebook_runner import notebook_text, png_count
+from notebook_source import literals, prose
 from training_notebooks import RANKS, diff, run_training_notebook
 
 from helpers.training.toy import loss_fn, make_data
 
 TOL = 1e-12
+NB = NOTEBOOKS / "18_pipeline_parallel.ipynb"
+# The cells that set the sizes: the real model's and the paced one's.
+SIZES, PACED = "cell-03", "paced-run"
 
 
 def _saved_diff(saved, grad: torch.Tensor) -> float:
@@ -195,11 +201,12 @@ def test_pipeline_parallel_notebook(n_ranks, tmp_path, monkeypatch):
     _assert_paced_runs(record, n, X, Y)
 
     text = notebook_text(nb)
-    # the sizes the text states are the code's (issue 20, fix 1)
-    prose = " ".join(" ".join(c.source.split()) for c in nb.cells if c.cell_type == "markdown")
-    assert f"with `batch` = {record['batch']} samples" in prose
-    assert f"The width (`width` = {record['width']})" in prose
-    assert f"(`paced_width` = {record['ranks'][0]['paced_width']})" in prose
+    # the sizes the run used are those the code sets, which the prose states
+    # (test_the_prose_states_the_sizes_the_code_sets)
+    sizes = literals(NB, SIZES)
+    assert (record["batch"], record["width"]) == (sizes["batch"], sizes["width"])
+    assert all(got["paced_width"] == literals(NB, PACED)["paced_width"]
+               for got in record["ranks"])
     assert "fell at every step" in text or "did not fall at every step" in text
     for r in range(n):
         assert (f"rank {r}: m = {n - 1} refused: Number of microbatches ({n - 1}) must be "
@@ -224,3 +231,13 @@ def test_pipeline_parallel_notebook(n_ranks, tmp_path, monkeypatch):
             assert [k for k, *_ in drawn] == [k for k, *_ in wanted]
             assert [x for _, *ends in drawn for x in ends] == pytest.approx(
                 [x for _, *ends in wanted for x in ends], abs=1e-9)
+
+
+@pytest.mark.docs
+def test_the_prose_states_the_sizes_the_code_sets():
+    """The sizes the text states are the code's (issue 20, fix 1), read without engines;
+    test_pipeline_parallel_notebook holds the run's sizes to the code's."""
+    text, sizes = prose(NB), literals(NB, SIZES)
+    assert f"with `batch` = {sizes['batch']} samples" in text
+    assert f"The width (`width` = {sizes['width']})" in text
+    assert f"(`paced_width` = {literals(NB, PACED)['paced_width']})" in text

@@ -1,12 +1,15 @@
 """Notebook 24 (pipeline schedules after 1F1B: interleaved 1F1B and ZB-H1 by hand, torch's
-multi-stage schedules) executed on gloo, checked against references computed here."""
+multi-stage schedules) executed on gloo, checked against references computed here; and,
+without engines (`docs`), the paced width its prose states against its code's."""
 from __future__ import annotations
 
 import re
 
 import pytest
 import torch
+from conftest import NOTEBOOKS
 from notebook_runner import notebook_text, png_count
+from notebook_source import literals, prose
 from training_notebooks import diff, run_training_notebook
 
 from helpers.fitting.schedules import plan
@@ -16,6 +19,8 @@ from helpers.training.toy import loss_fn, make_data
 SCHEDULES = {"1F1B": 1, "interleaved": 2, "ZB-H1": 1}     # name: chunks per rank
 TORCH = ("ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble", "ScheduleZBVZeroBubble",
          "ScheduleDualPipeV")
+NB = NOTEBOOKS / "24_pipeline_schedules.ipynb"
+PACED = "paced-run"          # the cell that sets the paced stages' sizes
 
 
 def _saved_diff(saved, grad: torch.Tensor) -> float:
@@ -194,5 +199,14 @@ def test_pipeline_schedules_notebook(n_ranks, tmp_path, monkeypatch):
     assert png_count(nb) == 5      # the plans, the paced bubbles, two measured timelines,
                                    # the paced and real bubbles side by side
     _assert_paced(record, p)
-    assert f"(`paced_width` = {record['ranks'][0]['paced_width']})" in " ".join(
-        " ".join(c.source.split()) for c in nb.cells if c.cell_type == "markdown")
+    # the paced width the run used is the code's, which the prose states
+    # (test_the_prose_states_the_paced_width_the_code_sets)
+    assert all(got["paced_width"] == literals(NB, PACED)["paced_width"]
+               for got in record["ranks"])
+
+
+@pytest.mark.docs
+def test_the_prose_states_the_paced_width_the_code_sets():
+    """The paced model's width the text states is the code's, read without engines;
+    test_pipeline_schedules_notebook holds the run's width to the code's."""
+    assert f"(`paced_width` = {literals(NB, PACED)['paced_width']})" in prose(NB)

@@ -144,9 +144,9 @@ def test_context_manager_stops_and_collectives_work():
     assert cluster.stopped and cluster_processes(cluster_id) == []
 
 
-def test_the_engines_never_collect_what_engine_boot_imported():
-    """engine_boot freezes its imports before it forks (gc.freeze): the full collection
-    that IPython's reset runs as each engine exits then skips torch's objects."""
+def test_the_engines_never_collect_what_their_forkserver_imported():
+    """The forkserver freezes its imports before it forks (disposable_preload: gc.freeze):
+    the full collection that IPython's reset runs as each engine exits skips torch's."""
     with start_cluster(n_ranks=2, backend="gloo", quiet=True, warm=False,
                        launcher="local") as cluster:
         cluster.client.direct_view(cluster.engine_ids).execute(

@@ -91,8 +91,10 @@ def test_local_plan(monkeypatch):
 def _assert_loopback_controller(plan: LaunchPlan) -> None:
     """The controller of a one-host plan: ipyparallel's own, on 127.0.0.1."""
     kwargs = plan.cluster_kwargs
+    engines = "mpi" if plan.launcher == "mpi" else launchers.FORKSERVER_ENGINES
     assert kwargs == {"n": plan.n_ranks, "controller_ip": "127.0.0.1",
-                      **({"engine_launcher_class": "mpi"} if plan.launcher == "mpi" else {})}
+                      "controller_args": launchers.controller_args(plan.launcher),
+                      "engine_launcher_class": engines}
     assert not any(name.endswith("ControllerLauncher") for name in plan.config)
 
 
@@ -198,7 +200,9 @@ def test_slurm_controller_in_a_job_listens_on_the_interface():
     plan = cluster_options("slurm", 4, interface="lo", gpus_per_node=4)
     assert plan.cluster_kwargs["controller_launcher_class"] == "slurm"
     assert "controller_ip" not in plan.cluster_kwargs  # the node's address is found there
-    assert "controller_args" not in plan.cluster_kwargs  # TCP: engines on other nodes
+    # 10 s of missed heartbeats, not 30 s: the job's end is seen by them alone
+    assert plan.cluster_kwargs["controller_args"] == [
+        "--HeartMonitor.period=250", "--HeartMonitor.max_heartmonitor_misses=40"]
     template = plan.config["SlurmControllerLauncher"]["batch_template"]
     assert "psutil.net_if_addrs()" in template and template.rstrip().endswith(
         '{program_and_args} --ip="$IP"')
@@ -212,7 +216,8 @@ def test_slurm_controller_next_to_the_notebook(monkeypatch):
     monkeypatch.setenv("TUTORIAL_IFNAME", "lo")
     plan = cluster_options("slurm", 2, gpus_per_node=2, controller="local")
     assert plan.cluster_kwargs == {"n": 2, "engine_launcher_class": "slurm",
-                                   "controller_ip": "127.0.0.1"}
+                                   "controller_ip": "127.0.0.1",
+                                   "controller_args": launchers.controller_args("slurm")}
     assert "SlurmControllerLauncher" not in plan.config
     with pytest.raises(ValueError, match="controller"):
         cluster_options("slurm", 2, interface="lo", gpus_per_node=2, controller="pbs")
@@ -240,7 +245,7 @@ def test_slurm_templates_render_through_ipyparallel(tmp_path, monkeypatch):
     assert "#SBATCH --job-name=ipengine-cid" in script
     assert "#SBATCH --partition=gpu" in script and "{" not in script
     assert script.rstrip().splitlines()[-1].startswith("srun ")
-    assert script.rstrip().endswith(" -m helpers.runtime.task_engine")   # forks its nanny
+    assert script.rstrip().endswith(" -m ipyparallel.engine")   # ipyparallel's own engine
     controller = cluster.controller_launcher_class(
         work_dir=str(tmp_path), parent=cluster, profile_dir=profile, cluster_id="cid")
     controller.write_batch_script(1)
@@ -275,7 +280,8 @@ def test_apply_puts_the_config_on_the_cluster(open_mpi, monkeypatch):
     assert apply(plan, cluster) is cluster
     assert cluster.engine_launcher_class is ipp_launcher.MPIEngineSetLauncher
     assert cluster.n == 3 and cluster.controller_ip == plan.cluster_kwargs["controller_ip"]
-    assert cluster.controller_ip == "127.0.0.1" and cluster.controller_args == []
+    assert cluster.controller_ip == "127.0.0.1"
+    assert cluster.controller_args == launchers.controller_args("mpi")
     assert cluster.config.MPIEngineSetLauncher.mpi_args == plan.config[
         "MPIEngineSetLauncher"]["mpi_args"]
     assert "MPIEngineSetLauncher" not in before  # the shell's config is left alone
@@ -295,7 +301,9 @@ def test_apply_slurm_and_local():
     assert cluster.controller_launcher_class is ipp_launcher.SlurmControllerLauncher
     assert "--gres=gpu:2" in cluster.config.SlurmEngineSetLauncher.batch_template
     local = _cluster(cluster_options("local", 2))
-    assert local.engine_launcher_class is ipp_launcher.LocalEngineSetLauncher
+    # ipyparallel's local engine set, each engine forked (the "forkserver" entry point)
+    assert issubclass(local.engine_launcher_class, ipp_launcher.LocalEngineSetLauncher)
+    assert local.engine_launcher_class.__name__ == "ForkserverEngineSetLauncher"
     assert local.controller_launcher_class is ipp_launcher.LocalControllerLauncher
     assert local.config.LocalEngineSetLauncher.environment["GLOO_SOCKET_IFNAME"] == "lo"
 
@@ -408,3 +416,12 @@ def test_engines_that_share_a_host_get_one_openmp_thread_unless_the_user_set_one
     assert threads() == expected
     monkeypatch.setenv("OMP_NUM_THREADS", "3")   # asked for: kept, whatever the layout
     assert threads() == "3"
+
+
+def test_controller_heartbeat_allowance_per_launcher():
+    """30 s on one host (ipyparallel's own 10 x 3 s; a nanny reports an engine's end at
+    once), 10 s under Slurm, where a job's end takes the nannies with it."""
+    for launcher, seconds in (("local", 30), ("mpi", 30), ("slurm", 10)):
+        args = dict(a.lstrip("-").split("=") for a in launchers.controller_args(launcher))
+        period_ms = int(args["HeartMonitor.period"])
+        assert int(args["HeartMonitor.max_heartmonitor_misses"]) * period_ms / 1000 == seconds

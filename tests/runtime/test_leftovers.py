@@ -2,7 +2,8 @@
 
 Each test starts a real kernel (jupyter_client, cwd = the repository), starts a
 2-engine gloo cluster in it, ends the kernel one way or another, and then counts
-the processes that carry the cluster's IPP_CLUSTER_ID: zero within a bounded time.
+the cluster's processes (processes.cluster_processes: its controller, its engines, their
+nannies): zero within a bounded time.
 Each test has an IPYTHONDIR of its own: a start ends only the orphans of its own
 IPYTHONDIR, so tests that count orphans need no lock against other tests' starts.
 """
@@ -23,8 +24,8 @@ from jupyter_client import KernelManager
 from child import wait_until
 from conftest import REPO
 from helpers.runtime.cluster import start_cluster
-from helpers.runtime.processes import cluster_processes, end_orphans, running
-from helpers.runtime.starting import owned_and_private
+from helpers.runtime.processes import (cluster_processes, end_orphans, owner_file, record_owner,
+                                       running)
 from helpers.runtime.warm import security_dir
 
 pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
@@ -169,16 +170,9 @@ def test_kernel_restart_leaves_nothing_and_the_new_kernel_has_no_cluster():
         assert_nothing_left(cluster_id)
         assert not list(security_dir().glob(f"*{cluster_id}*")), "cluster files left"
         # no other cluster belongs to the new kernel either
-        owned = [p for p in psutil.process_iter()
-                 if _env(p).get("TUTORIAL_OWNER_PID") == str(state["pid"])]
-        assert owned == [], describe(owned)
-
-
-def _env(proc: psutil.Process) -> dict:
-    try:
-        return proc.environ()
-    except psutil.Error:
-        return {}
+        owned = [f.name for f in security_dir().glob("owner-*.json")
+                 if json.loads(f.read_text())["owner"][0] == state["pid"]]
+        assert owned == [], owned
 
 
 def test_sigkilled_kernel_leaves_nothing():
@@ -260,36 +254,49 @@ def gone_pid() -> int:
     return gone.pid
 
 
-def cluster_process(cluster_id: str, owner_pid: int) -> subprocess.Popen:
-    """A stand-in for one process of cluster `cluster_id`, stamped as a start cell stamps
-    its processes (owner, IPYTHONDIR)."""
-    with owned_and_private(owner_pid):
-        return subprocess.Popen(SLEEPER, env=dict(os.environ, IPP_CLUSTER_ID=cluster_id))
+def cluster_process(cluster_id: str, owner_pid: int | None) -> subprocess.Popen:
+    """A stand-in for one process of cluster `cluster_id` (it carries IPP_CLUSTER_ID, as
+    ipyparallel's processes do), and the cluster's owner file, as a start cell writes it:
+    naming `owner_pid` as owner and watchdog, or (None) an owner and watchdog long gone."""
+    proc = subprocess.Popen(SLEEPER, env=dict(os.environ, IPP_CLUSTER_ID=cluster_id))
+    if owner_pid is None:
+        gone = [gone_pid(), 0.0]
+        security_dir()
+        owner_file(cluster_id).write_text(json.dumps({"owner": gone, "watcher": gone}))
+    else:
+        record_owner(cluster_id, owner_pid, owner_pid)
+    return proc
 
 
-def test_orphan_sweep_keeps_the_files_of_a_live_cluster_of_the_same_name():
-    """A warm cluster's name is reused: ending the old one's orphans must not forget the new."""
-    gone = gone_pid()
-    cluster_file = security_dir() / "cluster-same-name.json"
-    cluster_file.write_text("{}")
-    orphan = cluster_process("same-name", gone)
-    live = cluster_process("same-name", os.getpid())
-    second = None
+def test_orphan_sweep_stops_a_cluster_whose_owner_and_watchdog_are_gone_only():
+    """An owner file naming a live process keeps its cluster; one whose owner and watchdog
+    are both gone is stopped: its processes end and its files go."""
+    files = {name: security_dir() / f"cluster-{name}.json" for name in ("left", "live")}
+    for path in files.values():
+        path.write_text("{}")
+    orphan = cluster_process("left", None)
+    live = cluster_process("live", os.getpid())
     try:
-        assert wait_until(lambda: len(cluster_processes("same-name")) == 2, 10)
+        assert wait_until(lambda: len(cluster_processes("left")) == 1
+                          and len(cluster_processes("live")) == 1, 10)
         assert end_orphans() == 1
         assert orphan.wait(timeout=10) is not None and live.poll() is None
-        assert cluster_file.exists(), "the live cluster's file was removed"
-        live.kill()
-        live.wait(timeout=10)
-        second = cluster_process("same-name", gone)
-        assert wait_until(lambda: len(cluster_processes("same-name")) == 1, 10)
-        assert end_orphans() == 1 and second.wait(timeout=10) is not None
-        assert not cluster_file.exists(), "an orphaned cluster's file should go with it"
+        assert files["live"].exists() and owner_file("live").exists(), \
+            "the live cluster's files were removed"
+        assert not files["left"].exists() and not owner_file("left").exists(), \
+            "an orphaned cluster's files should go with it"
+        assert end_orphans() == 0
     finally:
-        for proc in (orphan, live, second):
-            if proc is not None and proc.poll() is None:
+        for proc in (orphan, live):
+            if proc.poll() is None:
                 proc.kill()
+
+
+def test_an_owner_file_cut_short_counts_as_an_orphan():
+    """A start killed while it wrote the file leaves it half written: never a crash."""
+    security_dir()
+    owner_file("cut").write_text('{"owner": [1')
+    assert end_orphans() == 1 and not owner_file("cut").exists()
 
 
 def test_a_start_ends_the_orphans_of_its_own_ipythondir_only(tmp_path, monkeypatch):
@@ -297,9 +304,10 @@ def test_a_start_ends_the_orphans_of_its_own_ipythondir_only(tmp_path, monkeypat
     processes; a start in the orphan's own IPYTHONDIR ends it, and its files."""
     one, two = tmp_path / "one", tmp_path / "two"
     monkeypatch.setenv("IPYTHONDIR", str(one))
+    security_dir()
     cluster_file = security_dir() / "cluster-left-behind.json"
     cluster_file.write_text("{}")
-    orphan = cluster_process("left-behind", gone_pid())
+    orphan = cluster_process("left-behind", None)
     try:
         assert wait_until(lambda: len(cluster_processes("left-behind")) == 1, 10)
         monkeypatch.setenv("IPYTHONDIR", str(two))

@@ -3,8 +3,7 @@
 One host (local launcher): ipyparallel's own controller, on 127.0.0.1; every process of a
 cluster listens on 127.0.0.1 only; the controller's connection files (the HMAC key) are
 owner-only from the moment they are written; a message signed with another key gets no
-answer; the engines leave by themselves when their controller is killed. Also the
-owner-only folder of the engines' zygote socket (processes.private_socket_dir).
+answer; the engines leave by themselves when their controller is killed.
 """
 from __future__ import annotations
 
@@ -22,51 +21,13 @@ import psutil
 import pytest
 
 from child import wait_until
-from helpers.runtime import engine, launchers, processes, starting
+from helpers.runtime import engine, launchers, processes
 from helpers.runtime.cluster import start_cluster
-from helpers.runtime.processes import cluster_processes, private_socket_dir, security_dir
+from helpers.runtime.processes import cluster_processes, security_dir
 
 pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
 
 N_RANKS = 2
-
-
-# --- the zygote's owner-only folder ------------------------------------------------------
-
-@pytest.fixture
-def runtime_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    return tmp_path
-
-
-def test_private_socket_dir_is_made_owner_only(runtime_dir):
-    folder = private_socket_dir()
-    assert folder == runtime_dir / "nccl-notebooks"
-    info = folder.lstat()
-    assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == os.getuid()
-    assert private_socket_dir() == folder  # found again, not refused
-
-
-def test_private_socket_dir_refuses_an_open_folder(runtime_dir):
-    (runtime_dir / "nccl-notebooks").mkdir(mode=0o755)
-    os.chmod(runtime_dir / "nccl-notebooks", 0o755)
-    with pytest.raises(RuntimeError, match="other users.*755.*chmod 700"):
-        private_socket_dir()
-
-
-def test_private_socket_dir_refuses_a_link(runtime_dir, tmp_path_factory):
-    elsewhere = tmp_path_factory.mktemp("elsewhere")
-    elsewhere.chmod(0o700)
-    (runtime_dir / "nccl-notebooks").symlink_to(elsewhere)
-    with pytest.raises(RuntimeError, match="not a folder of this user"):
-        private_socket_dir()
-
-
-def test_private_socket_dir_without_xdg_runtime_dir(monkeypatch, tmp_path):
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(processes.tempfile, "tempdir", None)  # re-read TMPDIR
-    assert private_socket_dir() == tmp_path / f"nccl-notebooks-{os.getuid()}"
 
 
 # --- a real cluster ----------------------------------------------------------------------
@@ -175,8 +136,8 @@ def test_engines_leave_by_themselves_when_their_controller_is_killed():
     them. A cell longer than that bound does not cost an engine while the controller is
     there."""
     cluster = start_cluster(N_RANKS, "gloo", quiet=True, warm=False, launcher="local")
-    period_s = 0.25 + 0.5      # starting.CONTROLLER_ARGS' period, IPEngine's check period
-    assert "--HeartMonitor.period=250" in starting.CONTROLLER_ARGS
+    period_s = 0.25 + 0.5      # the controller's period, IPEngine's check period
+    assert "--HeartMonitor.period=250" in launchers.controller_args("local")
     bound_s = launchers.HEARTBEAT_MISSES * period_s
     try:
         cluster.run(f"import time\ntime.sleep({bound_s + 1.5})")

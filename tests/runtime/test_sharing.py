@@ -42,12 +42,23 @@ def _env(proc: psutil.Process) -> dict:
         return {}
 
 
+def _forked_engines_cluster(proc: psutil.Process) -> str | None:
+    """A forked engine's /proc environ is its forkserver's (the kernel's: the run marker
+    is there), without IPP_CLUSTER_ID; its nanny, a `python` it started, has that."""
+    try:
+        if "multiprocessing.forkserver" not in " ".join(proc.cmdline()):
+            return None
+        return next((_env(c).get("IPP_CLUSTER_ID") for c in proc.children()
+                     if _env(c).get("IPP_CLUSTER_ID")), None)
+    except psutil.Error:
+        return None
+
+
 # --- four notebooks at once -------------------------------------------------------------
 
 SIMULTANEOUS = ["01_scatter", "03_broadcast", "05_all_reduce", "06_all_gather"]
-# Inherited by papermill → kernel → engines. A TUTORIAL_ variable is a start's own
-# (engine_zygote.PER_START): the four runs fork from one zygote, as one user's notebooks do,
-# and each engine's /proc environ still names its run.
+# Inherited by papermill → kernel → its forkserver and controller → engines and nannies:
+# the /proc environ of each run's controller and nannies names the run.
 RUN_MARKER = "TUTORIAL_SHARING_TEST_RUN"
 SUMMARY_ROW = re.compile(r"^\s*(\d+)\s+cpu\s+\S+\s+(\d+)\s+(\d+)\s*$", re.M)  # rank dev host pid eid
 
@@ -67,7 +78,7 @@ class ClusterWatcher(threading.Thread):
         while not self.done.is_set():
             for proc in psutil.process_iter():
                 env = _env(proc)
-                cluster_id = env.get("IPP_CLUSTER_ID")
+                cluster_id = env.get("IPP_CLUSTER_ID") or _forked_engines_cluster(proc)
                 if cluster_id and cluster_id not in self.before and \
                         env.get("IPYTHONDIR") == self.mine:
                     self.seen.setdefault(proc.pid, (cluster_id, env.get(RUN_MARKER)))

@@ -276,7 +276,7 @@ def test_the_keeper_watches_the_processes_it_found_instead_of_scanning_every_sec
                                                             monotonic=time.monotonic))
     monkeypatch.setattr(warm, "cluster_processes",
                         lambda cluster_id: scans.append(len(polls)) or list(found))
-    monkeypatch.setattr(warm, "owned_by", lambda procs, pid: procs)
+    monkeypatch.setattr(warm, "_keeps", lambda cluster_id: True)
     monkeypatch.setattr(warm.processes, "running", lambda proc: bool(found))
     monkeypatch.setattr(warm, "discard", lambda cluster_id: pytest.fail("not idle yet"))
     warm.keep("nccl-notebooks-warm-test-keeper", idle_s=600)

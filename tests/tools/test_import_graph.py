@@ -8,17 +8,11 @@ import pytest
 from tools.import_graph import circles, describe, import_graph
 
 
-# The one circle left: the engine zygote's modules, which issue 51 removes with the
-# mechanism (engines started from the standard library's forkserver through ipyparallel's
-# launcher entry point). The test fails when this circle changes or goes: then this goes.
-REMOVED_WITH_THE_ZYGOTE = [["helpers.runtime.engine_boot", "helpers.runtime.engine_zygote"]]
-
-
 def test_helpers_and_tools_have_no_import_circles():
     graph = import_graph()
     assert {"helpers.checks", "helpers.runtime.cluster", "tools.site"} <= set(graph)
     groups = circles(graph)
-    assert groups == REMOVED_WITH_THE_ZYGOTE, "\n".join(describe(g, graph) for g in groups)
+    assert groups == [], "\n".join(describe(g, graph) for g in groups)
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:

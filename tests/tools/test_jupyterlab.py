@@ -344,7 +344,7 @@ def test_run_all_in_jupyterlab_then_kernel_shutdown_leaves_no_engine(lab):
 NB_QUIET = NOTEBOOKS / "01_scatter.ipynb"
 QUIET_RANKS = 2
 CELL_S = 300
-CLUSTER_GONE_S = 20      # a kernel's reaper, the controller, engines, nannies, the zygote
+CLUSTER_GONE_S = 20      # a kernel's reaper and forkserver, the controller, engines, nannies
 # What ipyparallel's server extension logs of the clusters it watches: the output files of
 # the engines and the controller ("Output for ...:" and their lines), and its notes.
 CLUSTER_LOG = re.compile(r"Output for |Monitor message|\[IPEngine|\[IPController|Nanny\.?\d*\]"
@@ -353,7 +353,8 @@ CLUSTER_LOG = re.compile(r"Output for |Monitor message|\[IPEngine|\[IPController
 
 def _kernel_processes(server: subprocess.Popen, marker: str) -> list[psutil.Process]:
     """Every process started under `make lab`'s server (they all carry `marker` in their
-    environment, the zygote included) but make and the server themselves."""
+    environment, the forked engines included: the forkserver's is the kernel's) but make
+    and the server themselves."""
     make = psutil.Process(server.pid)
     ours = {make.pid, *(p.pid for p in make.children())}
     return [p for p in browser.processes_with_env("JUPYTERLAB_SETTINGS_DIR", marker)

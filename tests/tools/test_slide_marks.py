@@ -261,3 +261,27 @@ def test_marks_written_from_executed_copies_pass_the_check_without_them(tmp_path
     assert nbformat.read(tmp_path / "99_tiny.ipynb", as_version=4).cells[1].metadata[
         "slides"]["output_px"] == 0
     assert slide_marks.main(["--check", str(tmp_path)]) == 0
+
+
+def test_check_reads_the_series_table_once_for_every_notebook(tmp_path, monkeypatch):
+    """`--check` over several notebooks reads notebooks/series.toml once (not twice per
+    notebook, in `plan` and in `problems`), and still finds each notebook's card."""
+    from tools import series
+
+    stems = ("05_all_reduce", "11_bandwidth", "24_pipeline_schedules")
+    for stem in stems:
+        shutil.copy(NOTEBOOKS / f"{stem}.ipynb", tmp_path)
+    loads, load = [], series.load
+
+    def counted(*args, **kwargs):
+        loads.append(args)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(series, "load", counted)
+    assert slide_marks.main(["--check", str(tmp_path)]) == 0
+    assert len(loads) == 1, f"series.toml read {len(loads)} times for {len(stems)} notebooks"
+    cards = slide_marks.thumbnails()
+    for stem in stems:
+        nb = nbformat.read(tmp_path / f"{stem}.ipynb", as_version=4)
+        marks = slide_marks.plan(nb, stem=stem, cards=cards)
+        assert [c.id for c, m in zip(nb.cells, marks) if m["thumbnail"]] == [cards[stem]]

@@ -12,7 +12,9 @@ import pytest
 
 from benchmarks import suite_time
 from child import wait_until
+from helpers.runtime.disposable_rank import PRELOAD
 from helpers.runtime.processes import running
+from tools.kernel_provisioner import KERNELS_PRELOAD
 
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="Linux only (/proc)")
 
@@ -30,9 +32,18 @@ test -z "$VIRTUAL_ENV" && ! echo ":$PATH:" | grep -q ":$ACTIVE_BIN:" && test -n 
 """
 
 
+# A forkserver's command line as multiprocessing.forkserver.ForkServer.ensure_running
+# writes it ("main(%d, %d, %r, **%r)"); its children, forked, keep it.
+FORKSERVER = "/v/bin/python -B -c from multiprocessing.forkserver import main; main(4, 6, {}, " \
+             "**{{'sys_path': ['/r'], 'main_path': '/r/s.py'}})"
+ENGINES = "engines, disposable ranks and their fork servers"
+
+
 @pytest.mark.parametrize("command, kind", [
-    ("/v/bin/python -m helpers.runtime.engine_zygote /tmp/z 600.0 1 2", "engines, ranks and "
-     "their zygotes"),
+    (FORKSERVER.format(list(PRELOAD)), ENGINES),
+    (FORKSERVER.format(list(KERNELS_PRELOAD)), "kernels (forked) and their fork server"),
+    ("/v/bin/python -m ipyparallel.engine --profile-dir=/t/p --cluster-id=c", ENGINES),
+    ("mpiexec -n 2 /v/bin/python -m ipyparallel.engine --mpi", "Open MPI"),
     ("/v/bin/python -c import sys;exec(eval(sys.stdin.readline()))", "pytest workers"),
     ("/usr/lib/chromium/chromium --headless --remote-debugging-pipe", "Chromium"),
     ("/v/bin/python -m ipyparallel.controller --ip=127.0.0.1 --usethreads", "ipyparallel "
@@ -41,6 +52,36 @@ test -z "$VIRTUAL_ENV" && ! echo ":$PATH:" | grep -q ":$ACTIVE_BIN:" && test -n 
     ("/usr/bin/git status", "other")])
 def test_kinds(command, kind):
     assert suite_time.kind_of(command) == kind
+
+
+# In a child: start this process's forkserver as the engines' launcher does, fork one
+# process from it, and print both command lines as /proc has them.
+FORKED = """
+import json, time, psutil
+from helpers.runtime.forked_engines import context, start_forkserver
+start_forkserver()
+child = context().Process(target=time.sleep, args=(30,))
+child.start()
+server = psutil.Process(child.pid).ppid()
+lines = [open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ").decode()
+         for pid in (server, child.pid)]
+child.kill()
+child.join()
+print(json.dumps({"server": server, "lines": lines}))
+"""
+
+
+def test_a_forked_engine_counts_as_an_engine():
+    """...by the command line it really has: its forkserver's (a fork keeps it)."""
+    done = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True,
+                          timeout=120, cwd=suite_time.REPO)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    # The server ends once its caller is gone and its preload (torch) is imported.
+    assert wait_until(lambda: not running(found["server"]), 60), "the forkserver outlived us"
+    server, engine = found["lines"]
+    assert "from multiprocessing.forkserver import main" in engine and engine == server
+    assert suite_time.kind_of(engine) == suite_time.kind_of(server) == ENGINES
 
 
 def _repository(tmp_path: Path, ci_run: str) -> Path:

@@ -1,0 +1,28 @@
+"""Whether this process can fork from the standard library's forkserver: the local engines
+(forked_engines.py), the disposable ranks (disposable.py) and the notebook kernels
+(tools/kernel_provisioner.py) all ask here, and use a new `python` each where it cannot."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import tempfile
+
+# A unix socket's path must fit in sockaddr_un.sun_path: 108 bytes on Linux, 104 on macOS
+# and the BSDs, the terminating NUL included.
+SOCKET_PATH_MAX = 108 if sys.platform.startswith("linux") else 104
+
+
+def forkserver_socket_path_length(temp_dir: str | None = None) -> int:
+    """How long the server's socket path will be: multiprocessing puts it at
+    <temp dir>/pymp-XXXXXXXX/listener-XXXXXXXX (util.get_temp_dir, then
+    connection.arbitrary_address("AF_UNIX"); tempfile's names have 8 random characters)."""
+    folder = temp_dir or tempfile.gettempdir()
+    return len(os.fsencode(os.path.join(folder, "pymp-" + "x" * 8, "listener-" + "x" * 8)))
+
+
+def forkserver_usable() -> bool:
+    """The platform has the forkserver start method (not Windows) and its socket's path
+    fits (a deep TMPDIR makes it fail with "AF_UNIX path too long")."""
+    return ("forkserver" in multiprocessing.get_all_start_methods()
+            and forkserver_socket_path_length() < SOCKET_PATH_MAX)
