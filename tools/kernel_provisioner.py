@@ -37,7 +37,7 @@ from jupyter_client.provisioning import LocalProvisioner
 
 import helpers
 from helpers.runtime import disposable_rank
-from helpers.runtime.start_method import forkserver_usable
+from helpers.runtime.start_method import forkserver_context, forkserver_usable, start_forkserver
 from tools import jupyter_compat
 
 NAME = "nccl-forkserver"     # the entry point's name (pyproject.toml)
@@ -72,9 +72,7 @@ def available() -> bool:
 
 def _context() -> multiprocessing.context.BaseContext:
     """The forkserver context, its preload the kernels' (read as the server starts)."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(KERNELS_PRELOAD))
-    return context
+    return forkserver_context(KERNELS_PRELOAD)
 
 
 def start_server() -> None:
@@ -82,9 +80,7 @@ def start_server() -> None:
     forks disposable ranks too (the test suite's workers), whoever starts the server first
     sets what it imports, and the ranks' preload is the first part of the kernels'."""
     if available():
-        first = _context().Process(target=int)   # public API only: a child starts the server
-        first.start()
-        first.join()
+        start_forkserver(KERNELS_PRELOAD)
 
 
 class ForkserverProvisioner(LocalProvisioner):

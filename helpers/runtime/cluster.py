@@ -30,24 +30,16 @@ from helpers.runtime.tracebacks import quiet_paths_in_tracebacks
 from helpers.runtime.transfer import decode
 from helpers.runtime.starting import (activate, new_ipp_cluster, private, quiet, shell,
                                       start_processes, start_reaper)
-from helpers.runtime.processes import (cluster_processes, end_orphans, end_processes,
-                                       forget_cluster_files, record_owner)
+from helpers.runtime.processes import end_orphans, record_owner, stop_cluster
 
 
 _current: "TutorialCluster | None" = None  # the cluster this kernel started last
-# What a stop leaves running is given SIGTERM, then SIGKILL at once: a nanny whose engine
-# ended a moment ago, an engine that did not take its SIGTERM. Nothing there needs a clean
-# exit: its process group ends with the process.
-STOP_GRACE_S = 0.0
 
 
 def stop_ipp_cluster(ipp_cluster: ipp.Cluster) -> None:
-    """ipyparallel's stop (engines, controller, the cluster file), quietly; then whatever
-    of the cluster still runs is ended, and the files a SIGKILLed controller leaves go."""
-    with quiet(ipp_cluster), contextlib.suppress(Exception):
-        ipp_cluster.stop_cluster_sync()
-    end_processes(cluster_processes(ipp_cluster.cluster_id), grace_s=STOP_GRACE_S)
-    forget_cluster_files(ipp_cluster.cluster_id)
+    """processes.stop_cluster, without ipyparallel's chatter."""
+    with quiet(ipp_cluster):
+        stop_cluster(ipp_cluster, ipp_cluster.cluster_id)
 
 
 class TutorialCluster:

@@ -38,16 +38,15 @@ from typing import Any, Callable
 from helpers.runtime import disposable_rank
 from helpers.runtime.launchers import local_engine_env
 from helpers.runtime.rendezvous import listening_socket
-from helpers.runtime.start_method import forkserver_usable
+from helpers.runtime.start_method import forkserver_context, forkserver_usable
 from helpers.runtime.tracebacks import without_machine_paths
 
 # forkserver where this process can use one (Linux, macOS; start_method), else spawn. The
 # preload is the context's (the standard library keeps one forkserver per process): set
 # before any start.
 START_METHOD = "forkserver" if forkserver_usable() else "spawn"
-_CONTEXT = multiprocessing.get_context(START_METHOD)
-if START_METHOD == "forkserver":
-    _CONTEXT.set_forkserver_preload(list(disposable_rank.PRELOAD))
+_CONTEXT = (forkserver_context(disposable_rank.PRELOAD) if START_METHOD == "forkserver"
+            else multiprocessing.get_context("spawn"))
 LET_GO_S = 5.0   # how long a rank that reported has to exit once let go
 
 

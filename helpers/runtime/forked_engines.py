@@ -20,12 +20,12 @@ import multiprocessing
 import os
 import sys
 import threading
-from multiprocessing import forkserver
 
 import psutil
 from ipyparallel.cluster.launcher import LocalEngineLauncher, LocalEngineSetLauncher
 from traitlets import Float
 
+from helpers.runtime import start_method
 from helpers.runtime.disposable_rank import PRELOAD
 
 ENTRY_POINT = "forkserver"     # its name in pyproject.toml's ipyparallel.engine_launchers
@@ -37,17 +37,13 @@ _engines: set[multiprocessing.process.BaseProcess] = set()
 
 
 def context() -> multiprocessing.context.BaseContext:
-    """This process's forkserver context, with the preload the disposable ranks use too
-    (the standard library keeps one server per process, preloaded by whoever starts it)."""
-    found = multiprocessing.get_context("forkserver")
-    found.set_forkserver_preload(list(PRELOAD))
-    return found
+    """This process's forkserver context, with the preload the disposable ranks use too."""
+    return start_method.forkserver_context(PRELOAD)
 
 
 def start_forkserver() -> None:
     """Start the server now, so that its imports overlap the controller's start."""
-    context()
-    forkserver.ensure_running()
+    start_method.start_forkserver(PRELOAD)
 
 
 def run_engine(argv: list[str], env: dict[str, str], cwd: str, output_file: str) -> None:

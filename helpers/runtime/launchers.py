@@ -43,7 +43,7 @@ LOCAL_ENGINES = "LocalEngineSetLauncher"
 # where the platform has a forkserver; ipyparallel's own local launcher elsewhere.
 FORKSERVER_ENGINES = "forkserver"
 # The controller counts an engine as registered at the heartbeat after its first pong: up
-# to 2 periods, 3 s each by default: 0.25 s instead (starting.CONTROLLER_ARGS).
+# to 2 periods, 3 s each by default: 0.25 s instead (controller_args).
 HEARTBEAT_PERIOD_MS = 250
 # An engine checks for the controller's heartbeat every period + 0.5 s (IPEngine.
 # start_heartbeat) and exits after this many checks in a row without one: a SIGKILLed

@@ -3,9 +3,9 @@
 ipyparallel gives every process it starts for a cluster IPP_CLUSTER_ID in its
 environment; a local engine forked from the forkserver (forked_engines.py) has the
 forkserver's environment and command line as /proc shows them, and is known by the file
-it keeps open instead: the cluster's engine log. Beside each cluster's file, an owner file names the process that
-answers for it (the kernel, or the keeper of a warm cluster) and its watchdog (the
-reaper, or the keeper). When both are gone, the cluster is an orphan, and the next start
+it keeps open instead: the cluster's engine log. Beside each cluster's file, an owner
+file names the process that answers for it (the kernel, or the keeper of a warm cluster)
+and its watchdog (the reaper, or the keeper). When both are gone, the cluster is an orphan, and the next start
 cell of the same user and the same IPYTHONDIR stops it: another project (another
 IPYTHONDIR) or another user keeps its own.
 """
@@ -16,8 +16,12 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import psutil
+
+if TYPE_CHECKING:
+    import ipyparallel as ipp
 
 
 def _environ(proc: psutil.Process) -> dict[str, str]:
@@ -94,8 +98,20 @@ def _alive(identity: list[float]) -> bool:
     try:
         proc = psutil.Process(int(pid))
         return running(proc) and abs(proc.create_time() - started) < 0.01
-    except psutil.Error:
+    except (psutil.Error, ValueError, TypeError):
         return False
+
+
+def owners(path: Path) -> dict[str, Any] | None:
+    """What an owner file names ({"owner": [pid, start], "watcher": [pid, start]}), or
+    None where there is none, or half of one (a start killed while it wrote it)."""
+    try:
+        named = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    whole = isinstance(named, dict) and all(
+        isinstance(named.get(k), list) and len(named[k]) == 2 for k in ("owner", "watcher"))
+    return named if whole else None
 
 
 def record_owner(cluster_id: str, owner_pid: int, watcher_pid: int) -> None:
@@ -120,19 +136,31 @@ def forget_cluster_files(cluster_id: str, ipython_dir: str | None = None) -> Non
             path.unlink()
 
 
+def stop_cluster(ipp_cluster: "ipp.Cluster | None", cluster_id: str,
+                 ipython_dir: str | None = None) -> None:
+    """ipyparallel's stop of `ipp_cluster` (engines and controller, then the cluster file),
+    if there is one; then whatever of cluster `cluster_id` still runs gets SIGTERM and, at
+    once, SIGKILL (a nanny whose engine ended a moment ago: nothing there needs a clean
+    exit), and the files a SIGKILLed controller leaves go."""
+    if ipp_cluster is not None:
+        with contextlib.suppress(Exception):
+            ipp_cluster.stop_cluster_sync()
+    end_processes(cluster_processes(cluster_id), grace_s=0.0)
+    forget_cluster_files(cluster_id, ipython_dir)
+
+
 def stop_by_file(cluster_id: str, ipython_dir: str | None = None) -> None:
     """Stop a cluster this process did not start, the way `ipcluster stop` does:
-    ipyparallel rebuilds its launchers from the cluster file and stops what they started.
-    Then whatever of it still runs is ended, and its files go."""
+    ipyparallel rebuilds its launchers from the cluster file (stop_cluster then stops
+    what they started)."""
     import ipyparallel as ipp
 
     folder = Path(ipython_dir or current_ipython_dir()) / "profile_default"
-    with contextlib.suppress(Exception):
+    ipp_cluster = None
+    with contextlib.suppress(Exception):      # no file (stopped already), or half of one
         ipp_cluster = ipp.Cluster.from_file(profile_dir=str(folder), cluster_id=cluster_id)
         ipp_cluster.log.disabled = True
-        ipp_cluster.stop_cluster_sync()
-    end_processes(cluster_processes(cluster_id), grace_s=0.0)
-    forget_cluster_files(cluster_id, ipython_dir)
+    stop_cluster(ipp_cluster, cluster_id, ipython_dir)
 
 
 def running(proc: psutil.Process | int) -> bool:
@@ -175,12 +203,8 @@ def orphaned_clusters(ipython_dir: str) -> list[str]:
     """The clusters of IPYTHONDIR `ipython_dir` whose owner and watchdog are both gone."""
     orphans = []
     for path in security_dir(ipython_dir).glob("owner-*.json"):
-        try:
-            named = json.loads(path.read_text())
-            gone = not (_alive(named["owner"]) or _alive(named["watcher"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            gone = True          # half written by a start that was killed
-        if gone:
+        named = owners(path)
+        if named is None or not (_alive(named["owner"]) or _alive(named["watcher"])):
             orphans.append(path.stem.removeprefix("owner-"))
     return orphans
 

@@ -7,6 +7,8 @@ import multiprocessing
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
+from multiprocessing import forkserver
 
 # A unix socket's path must fit in sockaddr_un.sun_path: 108 bytes on Linux, 104 on macOS
 # and the BSDs, the terminating NUL included.
@@ -26,3 +28,19 @@ def forkserver_usable() -> bool:
     fits (a deep TMPDIR makes it fail with "AF_UNIX path too long")."""
     return ("forkserver" in multiprocessing.get_all_start_methods()
             and forkserver_socket_path_length() < SOCKET_PATH_MAX)
+
+
+def forkserver_context(preload: Sequence[str]) -> multiprocessing.context.BaseContext:
+    """This process's forkserver context, the modules its server imports before it forks
+    set to `preload` (the standard library keeps one server per process: whoever starts
+    it first decides; set later, a preload changes nothing)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(preload))
+    return context
+
+
+def start_forkserver(preload: Sequence[str]) -> None:
+    """Start this process's server now, without waiting for its imports: what it preloads
+    overlaps whatever the caller does next (forkserver.ensure_running, in its __all__)."""
+    forkserver_context(preload)
+    forkserver.ensure_running()

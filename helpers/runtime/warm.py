@@ -26,7 +26,7 @@ from pathlib import Path
 from helpers.runtime import processes
 from helpers.runtime.config import ClusterConfigError, on_off
 from helpers.runtime.processes import (cluster_processes, end_processes, forget_cluster_files,
-                                       owner_file)
+                                       owner_file, owners)
 
 PREFIX = "nccl-notebooks-warm"
 DEFAULT_IDLE_S = 300.0
@@ -151,12 +151,8 @@ def keep(cluster_id: str, idle_s: float, start_grace_s: float = 180.0) -> None:
 def _keeps(cluster_id: str) -> bool:
     """Whether this process is the keeper the cluster's owner file names: a new cluster
     started under the same name has a keeper of its own."""
-    import json
-
-    try:
-        return json.loads(owner_file(cluster_id).read_text())["watcher"][0] == os.getpid()
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
-        return False
+    named = owners(owner_file(cluster_id))
+    return named is not None and named["watcher"][0] == os.getpid()
 
 
 def stop_warm_clusters() -> list[str]:
