@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,13 +117,20 @@ def owners(path: Path) -> dict[str, Any] | None:
 
 def record_owner(cluster_id: str, owner_pid: int, watcher_pid: int) -> None:
     """Name the process that answers for the cluster and the one that stops it if the
-    owner dies abruptly (its file is written 0600, as the cluster's own)."""
+    owner dies abruptly. The file is 0600, as the cluster's own, and renamed into place
+    whole: another start's orphan sweep, which counts a file cut short as an orphan's,
+    must never read it half written and stop a cluster that is starting."""
     path = owner_file(cluster_id)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     text = json.dumps({"owner": _identity(owner_pid), "watcher": _identity(watcher_pid)})
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
+    fd, part = tempfile.mkstemp(dir=path.parent, prefix=".owner-", suffix=".part")  # 0600
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(part, path)
+    except BaseException:
+        Path(part).unlink(missing_ok=True)
+        raise
 
 
 def forget_cluster_files(cluster_id: str, ipython_dir: str | None = None) -> None:

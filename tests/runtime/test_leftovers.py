@@ -24,8 +24,8 @@ from jupyter_client import KernelManager
 from child import wait_until
 from conftest import REPO
 from helpers.runtime.cluster import start_cluster
-from helpers.runtime.processes import (cluster_processes, end_orphans, owner_file, record_owner,
-                                       running)
+from helpers.runtime.processes import (cluster_processes, end_orphans, owner_file, owners,
+                                       record_owner, running)
 from helpers.runtime.warm import security_dir
 
 pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
@@ -349,3 +349,33 @@ def test_forgetting_a_cluster_removes_its_files_only(tmp_path):
         path.write_text("{}")
     forget_cluster_files("c1", str(tmp_path))
     assert sorted(security.iterdir()) == sorted(kept)
+
+
+def test_an_owner_file_is_never_seen_half_written(tmp_path, monkeypatch):
+    """Two starts at once (two lanes of a build): one's orphan sweep reads the owner file
+    the other is writing. A file cut short counts as an orphan's, so it must appear whole:
+    written beside, renamed into place, 0600."""
+    import threading
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    security_dir()
+    done = threading.Event()
+    seen_cut = []
+
+    def write_again_and_again():
+        while not done.is_set():
+            record_owner("busy", os.getpid(), os.getpid())
+
+    writer = threading.Thread(target=write_again_and_again)
+    writer.start()
+    try:
+        for _ in range(2000):
+            with contextlib.suppress(FileNotFoundError):
+                if owners(owner_file("busy")) is None:
+                    seen_cut.append(owner_file("busy").read_bytes())
+    finally:
+        done.set()
+        writer.join()
+    assert seen_cut == []
+    assert oct(owner_file("busy").stat().st_mode & 0o777) == "0o600"
+    assert [p.name for p in security_dir().iterdir()] == ["owner-busy.json"]
