@@ -89,17 +89,30 @@ def owner_file(cluster_id: str, ipython_dir: str | None = None) -> Path:
     return security_dir(ipython_dir) / f"owner-{cluster_id}.json"
 
 
+def _started(pid: int) -> float:
+    """When `pid` started, on a clock that no time sync moves: clock ticks since boot
+    (/proc/PID/stat, field 22). psutil's create_time adds the boot time as the system
+    clock gives it now, which can move a second between two readers (psutil's docs:
+    "affected by ... time synchronization"); a kernel alive would then read as dead."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            raise psutil.NoSuchProcess(pid) from None
+        return psutil.Process(pid).create_time()         # no procfs (macOS)
+    return float(stat.rsplit(")", 1)[1].split()[19])     # after "(comm)": field 3 on
+
+
 def _identity(pid: int) -> list[float]:
-    """[pid, start time]: a pid the system gives a new process later is not the same."""
-    return [pid, psutil.Process(pid).create_time()]
+    """[pid, start]: a pid the system gives a new process later is not the same."""
+    return [pid, _started(pid)]
 
 
 def _alive(identity: list[float]) -> bool:
     pid, started = identity
     try:
-        proc = psutil.Process(int(pid))
-        return running(proc) and abs(proc.create_time() - started) < 0.01
-    except (psutil.Error, ValueError, TypeError):
+        return running(int(pid)) and abs(_started(int(pid)) - started) < 0.5
+    except (psutil.Error, OSError, ValueError, TypeError):
         return False
 
 
@@ -212,6 +225,8 @@ def orphaned_clusters(ipython_dir: str) -> list[str]:
     orphans = []
     for path in security_dir(ipython_dir).glob("owner-*.json"):
         named = owners(path)
+        if named is None and not path.exists():
+            continue                                  # its cluster was stopped meanwhile
         if named is None or not (_alive(named["owner"]) or _alive(named["watcher"])):
             orphans.append(path.stem.removeprefix("owner-"))
     return orphans

@@ -24,8 +24,8 @@ from jupyter_client import KernelManager
 from child import wait_until
 from conftest import REPO
 from helpers.runtime.cluster import start_cluster
-from helpers.runtime.processes import (cluster_processes, end_orphans, owner_file, owners,
-                                       record_owner, running)
+from helpers.runtime.processes import (cluster_processes, end_orphans, orphaned_clusters,
+                                       owner_file, owners, record_owner, running)
 from helpers.runtime.warm import security_dir
 
 pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
@@ -366,16 +366,31 @@ def test_an_owner_file_is_never_seen_half_written(tmp_path, monkeypatch):
         while not done.is_set():
             record_owner("busy", os.getpid(), os.getpid())
 
+    record_owner("busy", os.getpid(), os.getpid())    # a sweep never reads a file not there
     writer = threading.Thread(target=write_again_and_again)
     writer.start()
     try:
         for _ in range(2000):
-            with contextlib.suppress(FileNotFoundError):
-                if owners(owner_file("busy")) is None:
-                    seen_cut.append(owner_file("busy").read_bytes())
+            if owners(owner_file("busy")) is None:
+                seen_cut.append(owner_file("busy").read_bytes())
     finally:
         done.set()
         writer.join()
     assert seen_cut == []
     assert oct(owner_file("busy").stat().st_mode & 0o777) == "0o600"
     assert [p.name for p in security_dir().iterdir()] == ["owner-busy.json"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's boot time")
+def test_a_live_owner_is_no_orphan_when_the_clock_moves(tmp_path, monkeypatch):
+    """Linux gives its boot time as the wall clock now less the time since boot, so a
+    time sync moves it, and psutil's create_time with it. Owners recorded before such a
+    step must still read as alive after it, or another start stops a live kernel's
+    cluster (four notebooks at once: one's collective cell then waited for good)."""
+    import psutil._pslinux as pslinux
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    record_owner("live", os.getpid(), os.getpid())
+    boot_time = pslinux.boot_time
+    monkeypatch.setattr(pslinux, "boot_time", lambda: boot_time() + 1.0)
+    assert orphaned_clusters(str(tmp_path / "ipython")) == []
