@@ -69,6 +69,8 @@ PLACES: dict[str, tuple[str, tuple[str, ...], str]] = {
                                 "GPU clusters, from published links (model)"),
            "*{0}* below holds the planner against this run; *{1}* ranks every "
            "configuration of Llama-3-70B on 64 H100s."),
+    "28": ("scheme-text", ("1 · A rank that never calls",),
+           "*{0}* below runs such a hang on this run's ranks and reads every rank's dump."),
 }
 
 

@@ -66,7 +66,7 @@ PATHS: list[tuple[str, int, str, tuple[str, ...]]] = [
     ("week, day 2", 240, "lab", ("10", "11", "25", "12", "13")),
     ("week, day 3", 240, "lab", ("14", "15", "16", "17", "19")),
     ("week, day 4", 240, "lab", ("18", "20", "21", "22")),
-    ("week, day 5", 240, "lab", ("23", "24", "26", "27")),
+    ("week, day 5", 240, "lab", ("23", "24", "26", "28", "27")),
 ]
 MORE_EXERCISES = re.compile(r"^(\*\*More exercises\*\*|#+ (More e|E)xercises)\s*$", re.I)
 

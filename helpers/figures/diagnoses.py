@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from helpers.figures.grid import legend_below, rank_grid
 from helpers.runtime.diagnose import SECONDARY
 
 FAILED_LOST, FAILED_USABLE, NEVER, FINE = "#d92d20", "#f79009", "#98a2b3", "#12b76a"
@@ -32,7 +33,7 @@ def plot_diagnoses(diagnoses: Sequence[dict], world_size: int):
     """One row per failed cell, oldest on top (`label`), one column per rank, coloured by
     what happened to that rank; the legend below the grid."""
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch, Rectangle
+    from matplotlib.patches import Rectangle
 
     if not diagnoses:
         raise ValueError("no diagnosis to draw: no %%px cell has failed in this kernel")
@@ -47,18 +48,9 @@ def plot_diagnoses(diagnoses: Sequence[dict], world_size: int):
                                    edgecolor="white"))
             ax.text(rank + 0.5, row + 0.5, mark, ha="center", va="center", fontsize=12,
                     color="white", fontweight="bold")
-    ax.set_xlim(0, world_size)
-    ax.set_ylim(len(diagnoses), 0)
-    ax.set_xticks([r + 0.5 for r in range(world_size)], [f"rank {r}" for r in range(world_size)],
-                  fontsize=11)
-    ax.set_yticks([i + 0.5 for i in range(len(diagnoses))], list(labels), fontsize=11)
-    ax.tick_params(length=0)
-    ax.xaxis.tick_top()
-    for side in ax.spines.values():
-        side.set_visible(False)
-    kinds = [(FAILED_LOST, "✗ raised: group lost"), (FAILED_USABLE, "✗ raised: group usable"),
-             (NEVER, "– never reached it"), (FINE, "✓ fine")]
-    ax.legend(handles=[Patch(facecolor=c, label=t) for c, t in kinds], loc="upper center",
-              bbox_to_anchor=(0.5, -0.02), ncol=4, fontsize=10, frameon=False)
+    rank_grid(ax, world_size, labels)
+    legend_below(ax, [(FAILED_LOST, "✗ raised: group lost"),
+                      (FAILED_USABLE, "✗ raised: group usable"),
+                      (NEVER, "– never reached it"), (FINE, "✓ fine")])
     ax.set_title("Every failed cell of this notebook, by rank", fontsize=12, pad=28)
     return fig

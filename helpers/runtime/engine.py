@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import TYPE_CHECKING, Any
 
 from helpers.runtime import rendezvous
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 # listens from open_store until join_group hands it to the store.
 _master_store: dist.TCPStore | None = None
 _store_socket: socket.socket | None = None
+# Collectives each group keeps in torch's Flight Recorder (notebook 28): torch 2.13's own
+# default, set so that every rank records them whatever a later torch defaults to.
+FLIGHT_RECORDER_ENTRIES = "2000"
 
 
 def ready() -> int:
@@ -65,6 +69,8 @@ def join_group(rank: int, world_size: int, backend: str, port: int, timeout_s: f
     import torch.distributed as dist
 
     os.environ["GLOO_SOCKET_IFNAME"] = interface  # gloo pairs listen on this interface only
+    # torch reads it at init_process_group: every rank records its last collectives
+    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", FLIGHT_RECORDER_ENTRIES)
     if interface != "lo":
         os.environ.setdefault("NCCL_SOCKET_IFNAME", interface)
     level = "DETAIL" if debug == "detail" else "OFF"
@@ -79,6 +85,9 @@ def join_group(rank: int, world_size: int, backend: str, port: int, timeout_s: f
         device = torch.device("cpu")
     # Binding the device at init makes NCCL create its communicator now.
     device_id = device if backend == "nccl" else None
+    # Older entries of this rank's Flight Recorder are earlier groups' (a warm engine
+    # outlives its group): notebook 28 reads the ones from here on.
+    joined_ns = time.time_ns()
     if rank == 0:
         listen_fd, _store_socket = _store_socket.detach(), None   # the store owns it now
         _master_store = rendezvous.join(backend, rank, world_size, host, port, timeout_s,
@@ -93,6 +102,7 @@ def join_group(rank: int, world_size: int, backend: str, port: int, timeout_s: f
         "rank": rank, "world_size": world_size, "backend": dist.get_backend(),
         "device": str(device), "host": socket.gethostname(), "pid": os.getpid(),
         "gpu": torch.cuda.get_device_name(local_rank) if backend == "nccl" else None,
+        "joined_ns": joined_ns,
     }
 
 

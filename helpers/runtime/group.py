@@ -22,6 +22,7 @@ class RankInfo:
     host: str
     pid: int
     gpu: str | None = None
+    joined_ns: int = 0       # when it began to join this group, on its host's clock
 
 
 def _rank_order(client: ipp.Client, plan: launchers.LaunchPlan,
@@ -90,7 +91,8 @@ def _join_once(client: ipp.Client, order: list[tuple[int, int, int]], backend: s
             first_error = first_error or err   # wait for the others before raising
             continue
         ranks.append(RankInfo(rank=info["rank"], engine_id=eid, device=info["device"],
-                              host=info["host"], pid=info["pid"], gpu=info["gpu"]))
+                              host=info["host"], pid=info["pid"], gpu=info["gpu"],
+                              joined_ns=info["joined_ns"]))
     if first_error is not None:
         raise first_error
     return ranks

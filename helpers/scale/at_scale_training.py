@@ -10,9 +10,9 @@ from helpers.bench import nccl_tests
 from helpers.fitting.schedules import formula_bubble
 from helpers.scale import at_scale, planner
 from helpers.scale.algorithms import NAMES, predicted_crossover
-from helpers.scale.at_scale import (ALPHA, ALPHA_BETA, HBM, LINKS, MFU, NET, NODE, PEAK, PODS,
-                                    Box, call, compute_us, fits, grads, layer_flops_per_token,
-                                    per_layer, where)
+from helpers.scale.at_scale import (ALPHA, ALPHA_BETA, HBM, LINKS, MFU, NCCL_TIMEOUT, NET, NODE,
+                                    PEAK, PODS, Box, Figure, call, compute_us, fits, grads,
+                                    layer_flops_per_token, per_layer, where)
 from helpers.scale.planner import LLAMA3_8B, LLAMA3_70B, LLAMA3_405B, Config, Shapes
 
 
@@ -252,6 +252,25 @@ def box_27() -> Box:
                 ("memory per GPU", "bytes")), tuple(rows), NET + (PEAK, MFU, HBM),
                "notebook 27's planner and notebook 11's α-β over the links, as 27's *GPU "
                "clusters* section runs them")
+
+
+FR_ENTRIES = Figure("collectives each group's Flight Recorder keeps", 2000, "2,000",
+                    "torch 2.13, torch/csrc/distributed/c10d/FlightRecorder.hpp, "
+                    "`getCvarInt({\"TORCH_FR_BUFFER_SIZE\", \"TORCH_NCCL_TRACE_BUFFER_SIZE\"}, "
+                    "2000)`")
+
+
+def box_28() -> Box:
+    rows = tuple((n, n, n * FR_ENTRIES.value, n * NCCL_TIMEOUT.value / 3600)
+                 for n in (8, 64, 1024))
+    return Box("28", "One rank of the job never calls a collective: every other rank waits "
+               "out the timeout, and finding the one that never came means reading one Flight "
+               "Recorder dump per rank.",
+               (("GPUs", "count"), ("dumps to read", "count"),
+                ("entries in them (default group)", "count"),
+                ("GPU time lost to the timeout", "hours")),
+               rows, (NCCL_TIMEOUT, FR_ENTRIES),
+               "none: counts (ranks × the buffer's entries; ranks × the timeout)")
 
 
 def boxes() -> dict[str, Callable[[], Box]]:

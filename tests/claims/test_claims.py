@@ -41,6 +41,7 @@ import claim_cases_schedules  # noqa: F401  (registers the cases of notebook 24)
 import claim_cases_algorithms  # noqa: F401  (registers the cases of notebook 25)
 import claim_cases_checkpoints  # noqa: F401  (registers the cases of notebook 26)
 import claim_cases_planner  # noqa: F401  (registers the cases of notebook 27)
+import claim_cases_debugging  # noqa: F401  (registers the cases of notebook 28)
 from helpers.runtime.disposable import (DisposableRun, RankOutcome, case_source,
                                         run_disposable, start_disposable)
 from tools.nccl_claims import CHECKLIST
@@ -57,6 +58,14 @@ class Claim:
     quote: str      # a piece of the sentence, as it stands in the cell
     kind: str       # "gloo", "test", "gpu-check" or "source"
     evidence: str   # gloo: the case's key; test: path::name; gpu-check: item key; source
+
+
+NB28 = "tests/notebooks/test_28_flight_recorder.py::test_flight_recorder_notebook"
+
+
+def seen28(key: str, cell: str, quote: str) -> Claim:
+    """A sentence of notebook 28 that its own test checks, at 2 and 4 ranks."""
+    return Claim(key, "28_flight_recorder", cell, quote, "test", NB28)
 
 
 def gloo(key: str, nb: str, cell: str, quote: str, case: str | None = None) -> Claim:
@@ -1914,6 +1923,57 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("27-comm-debug-mode-counts-1024", "27_planning", "p27-fake",
           "counts the collectives a block of code issues", "test",
           "tests/helpers/test_planner.py::test_fake_process_group_counts"),
+    # 28 the Flight Recorder
+    gloo("28-dump-while-blocked", "28_flight_recorder", "c00",
+         "any rank can dump it, even while another of its threads waits in a collective"),
+    Claim("28-no-public-dump", "28_flight_recorder", "c04",
+          "torch 2.13 gives it no public name yet", "source",
+          "torch 2.13: no function of torch/distributed/*.py dumps the Flight Recorder (a "
+          "search for fr_trace, dump_fr, flight_recorder finds the analyzer and torchcomms "
+          "only); torch._C._distributed_c10d has _dump_fr_trace(includeCollectives=True, "
+          "includeStackTraces=True, onlyActive=False) -> bytes (a pickle) and "
+          "_dump_fr_trace_json"),
+    gloo("28-buffer-size-read-at-init", "28_flight_recorder", "c04",
+         "before\n`init_process_group`, which is when torch reads it"),
+    Claim("28-default-2000", "28_flight_recorder", "in-detail",
+          "the start cell sets 2,000, torch's default", "source",
+          "torch 2.13, torch/include/torch/csrc/distributed/c10d/FlightRecorder.hpp: "
+          "max_entries_ = getCvarInt({\"TORCH_FR_BUFFER_SIZE\", "
+          "\"TORCH_NCCL_TRACE_BUFFER_SIZE\"}, 2000); enabled_ = max_entries_ > 0"),
+    Claim("28-analyzer-finds", "28_flight_recorder", "in-detail",
+          "names what does not match: a missing rank, a different collective,\n  different "
+          "sizes", "source",
+          "torch 2.13, torch/distributed/flight_recorder/components/utils.py: match_one_event "
+          "returns MatchState.COLLECTIVE_TYPE_MISMATCH, SIZE_OR_SYNTAX_MISMATCH, "
+          "COLLECTIVE_STATE_MISMATCH, COLLECTIVE_DTYPE_MISMATCH; builder.py reports 'Not all "
+          "ranks joining collective' with the missing ranks; the missing rank and the type "
+          "mismatch are also run by the notebook's test"),
+    Claim("28-analyzer-aligns-by-record-id", "28_flight_recorder", "c19",
+          "the analyzer lines the ranks up by that number (`record_id`)", "source",
+          "torch 2.13, torch/distributed/flight_recorder/components/utils.py, "
+          "align_trace_from_beginning: 'finds the largest starting point across all ranks by "
+          "taking the maximum `record_id` value of the first entry in each rank' and drops "
+          "every entry below it (builder.py calls it before matching)"),
+    seen28("28-start-cell-sets-size", "c04",
+           "The start cell set `TORCH_FR_BUFFER_SIZE` on every rank"),
+    seen28("28-entry-fields", "in-detail",
+           "each with its sequence number,\n  the collective, the tensor sizes and the Python "
+           "stack that called it"),
+    seen28("28-gloo-dump-unreadable", "c11",
+           "gloo leaves the names in the dump's group table (`pg_config`) empty"),
+    seen28("28-fixed-dump-clean", "c11", "the analyzer reads them and\nfinds nothing wrong"),
+    seen28("28-others-time-out", "c13", "The others wait the 5 s timeout, then raise"),
+    seen28("28-missing-rank-named", "c19", "which\nrank is missing from collective #4"),
+    seen28("28-buffer-outlives-group", "c19", "keep the old group's entries\nin their buffer"),
+    seen28("28-type-mismatch-reported", "c26",
+           "the analyzer reports the mismatch of collective types"),
+    seen28("28-dead-rank-refused", "c34",
+           "The analyzer will not judge without every rank's dump"),
+    seen28("28-incomplete-cannot-decide", "c34", "it says it cannot decide"),
+    seen28("28-detail-mismatch-not-recorded", "c40", "so it never reached the buffer"),
+    seen28("28-detail-all-gathers", "c40",
+           "the check's own `all_gather`s of every rank's fingerprint"),
+    seen28("28-detail-analyzer-silent", "c40", "the analyzer finds nothing"),
 )
 
 # ---------------------------------------------------------------- running them
