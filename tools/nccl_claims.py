@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
+import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -287,6 +289,64 @@ def check_bf16_hook_on_gloo(_n_gpus: int) -> str:
             "registered bf16_compress_hook; the weight gradient came back bfloat16-rounded")
 
 
+def _profiling_names(blob: bytes) -> list[str]:
+    return [e["profiling_name"] for e in pickle.loads(blob).get("entries", [])]
+
+
+def check_fr_nccl_records_all_reduce(_n_gpus: int) -> str:
+    """Notebook 28: on NCCL the Flight Recorder is on by default (2,000 entries unless
+    TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE say otherwise), records
+    `nccl:all_reduce`, and `_dump_nccl_trace()` returns it while `_dump_fr_trace()` (the
+    c10::Event buffer gloo fills) holds no NCCL entry."""
+    import torch
+    import torch.distributed as dist
+    from torch._C import _distributed_c10d as c10d
+
+    sizes = {k: os.environ.get(k) for k in ("TORCH_FR_BUFFER_SIZE",
+                                           "TORCH_NCCL_TRACE_BUFFER_SIZE")}
+    assert all(v in (None, "") or int(v) > 0 for v in sizes.values()), sizes
+    assert hasattr(c10d, "_dump_nccl_trace"), "no _dump_nccl_trace: not a CUDA/NCCL build"
+    with one_rank_nccl_group():
+        tensor = torch.ones(4, device="cuda:0")
+        dist.all_reduce(tensor)
+        torch.cuda.synchronize()
+        nccl_names = _profiling_names(c10d._dump_nccl_trace())
+        fr_names = _profiling_names(c10d._dump_fr_trace())
+    assert "nccl:all_reduce" in nccl_names, nccl_names[-5:]
+    assert not any(n.startswith("nccl:") for n in fr_names), fr_names[-5:]
+    return (f"env {sizes}: _dump_nccl_trace() ends {nccl_names[-3:]}; _dump_fr_trace() holds "
+            f"{len(fr_names)} entries, none nccl:")
+
+
+_COLL_SCRIPT = """
+import torch, torch.distributed as dist
+from tools.nccl_claims import one_rank_nccl_group
+with one_rank_nccl_group():
+    t = torch.ones(4, device="cuda:0")
+    for _ in range(3):
+        dist.all_reduce(t)
+    torch.cuda.synchronize()
+"""
+
+
+def check_coll_line_per_call(_n_gpus: int) -> str:
+    """Notebook 28: NCCL_DEBUG=INFO + NCCL_DEBUG_SUBSYS=COLL print one line per collective
+    call (NVIDIA/nccl src/enqueue.cc ncclEnqueueCheck: INFO(NCCL_COLL, "%s: opCount %lx
+    sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] stream
+    %p"); printed before the one-rank shortcut, so one GPU shows it. A fresh process: NCCL
+    reads NCCL_DEBUG once."""
+    env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="COLL")
+    done = subprocess.run([sys.executable, "-c", _COLL_SCRIPT], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [ln for ln in (done.stdout + done.stderr).splitlines()
+             if "AllReduce: opCount" in ln]
+    assert len(lines) == 3, (len(lines), (done.stdout + done.stderr)[-2000:])
+    for word in ("count 4", "datatype", "stream"):
+        assert word in lines[0], lines[0]
+    return f"3 all_reduce calls, {len(lines)} COLL lines; e.g. {' '.join(lines[0].split()[-16:])}"
+
+
 CHECKLIST: tuple[NcclClaim, ...] = (
     NcclClaim("one-rank-group", "00", "a NCCL group of one rank works (one GPU, one rank)",
               "torch.distributed init_process_group; NCCL ncclCommInitRank", 1,
@@ -343,6 +403,33 @@ CHECKLIST: tuple[NcclClaim, ...] = (
               "DistributedDataParallel._check_comm_hook, lines 2485-2504: the build's "
               "CUDA/HIP + NCCL >= 2.10 or XPU + XCCL, not the backend", 1,
               check_bf16_hook_on_gloo),
+
+    NcclClaim("fr-nccl-records-all-reduce", "28", "on NCCL the Flight Recorder records "
+              "`nccl:all_reduce` by default and `_dump_nccl_trace()` returns it; "
+              "`_dump_fr_trace()` reads the other (gloo's) buffer",
+              "torch 2.13 FlightRecorder.hpp:110-111 getCvarInt({\"TORCH_FR_BUFFER_SIZE\", "
+              "\"TORCH_NCCL_TRACE_BUFFER_SIZE\"}, 2000); FlightRecorder.hpp:321 dump_fr_trace vs "
+              "ProcessGroupNCCL.hpp:1508 dump_nccl_trace; pytorch FlightRecorder.cpp dump_fr_trace "
+              "-> FlightRecorder<c10::Event>; ProcessGroupNCCL.cpp FlightRecorderCUDA = "
+              "FlightRecorder<at::cuda::CUDAEvent>, dump_nccl_trace -> FlightRecorderCUDA", 1,
+              check_fr_nccl_records_all_reduce),
+    NcclClaim("fr-nccl-dump-on-timeout-file", "28", "on a NCCL timeout torch writes every "
+              "rank's buffer to <prefix><global rank> (TORCH_NCCL_DUMP_ON_TIMEOUT=1; "
+              "prefix TORCH_FR_DUMP_TEMP_FILE or TORCH_NCCL_DEBUG_INFO_TEMP_FILE, default "
+              "~/.cache/torch/comm_lib_trace_rank_)",
+              "pytorch ProcessGroupNCCL.cpp HeartbeatMonitor: dumpOnTimeoutOrEx_ = "
+              "getCvarBool(TORCH_NCCL_DUMP_ON_TIMEOUT, true), dumpDebuggingInfo -> "
+              "DebugInfoWriter::getWriter(globalRank()); FlightRecorder.cpp getWriter "
+              "(TORCH_FR_DUMP_TEMP_FILE, TORCH_NCCL_DEBUG_INFO_TEMP_FILE, comm_lib_trace_rank_)",
+              2, None),
+    NcclClaim("nccl-coll-line-per-call", "28", "NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL "
+              "prints a line per collective call (count, datatype, buffers, stream)",
+              "NVIDIA/nccl src/enqueue.cc ncclEnqueueCheck INFO(NCCL_COLL, \"%s: opCount ...\") "
+              "(v2.18.3-1 to v2.30.7-1); NCCL docs troubleshooting/logging.rst, COLL", 1,
+              check_coll_line_per_call),
+    # TUNING per call and NCCL_ALGO/NCCL_PROTO: the existing items nccl-tuning-per-call and
+    # nccl-algo-changes-time (2 GPUs: a one-rank communicator skips the tuner,
+    # src/enqueue.cc taskAppend `if (comm->nRanks == 1) ncclLaunchOneRank(...)`).
 )
 
 

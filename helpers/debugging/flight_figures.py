@@ -30,7 +30,7 @@ def _row_colours(by_rank: dict[int, dict[int, Entry]], seq: int,
 
 
 def plot_flight_records(traces: dict[int, dict | None], world_size: int, title: str,
-                        last: int = 4):
+                        last: int = 4, row_in: float = 0.75):
     """Each rank's newest `last` collectives of the default group as its buffer holds them,
     one column per rank, one row per sequence number (newest at the bottom): green where the
     rank made the call more ranks made at that number than any other, orange where it made
@@ -44,7 +44,7 @@ def plot_flight_records(traces: dict[int, dict | None], world_size: int, title: 
     seqs = sorted({s for calls in by_rank.values() for s in calls})[-last:]
     if not seqs:
         raise ValueError("no collective in any rank's dump: nothing to draw")
-    fig = plt.figure(figsize=(max(6.0, 1.9 * world_size + 1.2), 0.75 * len(seqs) + 2.0),
+    fig = plt.figure(figsize=(max(6.0, 1.9 * world_size + 1.2), row_in * len(seqs) + 2.0),
                      dpi=100)
     plt.close(fig)                       # made through pyplot so Jupyter shows it, once
     ax = fig.add_subplot()
@@ -101,7 +101,8 @@ def draw_flight_recorder(world_size: int):
     """The page's scheme: every rank's buffer when the last rank never calls the fourth
     collective (`scheme_traces`), drawn as notebook 28 draws this run's dumps."""
     return plot_flight_records(scheme_traces(world_size), world_size,
-                               "The scheme: each rank's buffer, the last rank missing #4")
+                               "The scheme: each rank's buffer, the last rank missing #4",
+                               row_in=0.36)
 
 
 FOUND, NOTHING = "#2e90fa", "#98a2b3"
@@ -139,4 +140,41 @@ def plot_side_by_side(rows: list[tuple[str, str, bool, str]]):
         side.set_visible(False)
     ax.set_title("Each section: what each tool said (blue: a finding; grey: none)",
                  fontsize=12, pad=26)
+    return fig
+
+
+CELL, TORCH, CODE = "#2e90fa", "#f79009", "#667085"
+
+
+def plot_stacks(found: dict, world_size: int, title: str):
+    """Each rank's main-thread stack as py-spy read it (helpers.debugging.stacks), one
+    column per rank, outermost frame on top: the cell's frames blue, your files' grey, the
+    torch.distributed frame the rank waits in orange; a rank py-spy could not read says why."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    depth = max([len(f) for f in found.values() if not isinstance(f, str)] + [1])
+    fig = plt.figure(figsize=(max(6.0, 2.1 * world_size + 1.2), 0.75 * depth + 2.0), dpi=100)
+    plt.close(fig)                       # made through pyplot so Jupyter shows it, once
+    ax = fig.add_subplot()
+    colours = {"cell": CELL, "torch": TORCH, "code": CODE}
+    for rank in range(world_size):
+        frames = found.get(rank, "no dump")
+        if isinstance(frames, str):
+            ax.text(rank + 0.5, depth / 2, textwrap.fill(frames, 22), ha="center",
+                    va="center", fontsize=9)
+            continue
+        for row, frame in enumerate(frames):
+            ax.add_patch(Rectangle((rank + 0.04, row + 0.08), 0.92, 0.84,
+                                   facecolor=colours[frame.kind], edgecolor="white"))
+            where = "torch.distributed" if frame.kind == "torch" else frame.where
+            ax.text(rank + 0.5, row + 0.5, f"{frame.function}\n{where}", ha="center",
+                    va="center", fontsize=9, color="white")
+    rank_grid(ax, world_size, ["outermost"] + [""] * (depth - 2) + ["innermost"]
+              if depth > 1 else ["innermost"], label_size=10)
+    legend_below(ax, [(CELL, "the cell"), (CODE, "your files"),
+                      (TORCH, "torch.distributed: it waits here")], fontsize=9)
+    ax.set_title(title, fontsize=12, pad=28)
     return fig

@@ -31,10 +31,14 @@ ANALYZER_TIMEOUT_S = 120.0
 
 def dump() -> dict:
     """This rank's Flight Recorder, as torch dumps it (run on a rank, after its
-    `init_process_group`): {"entries": [...], "pg_status": ..., "pg_config": ..., ...}."""
-    from torch._C._distributed_c10d import _dump_fr_trace   # no public name in torch 2.13
+    `init_process_group`): {"entries": [...], "pg_status": ..., "pg_config": ..., ...}.
+    On NCCL the collectives are in the buffer of CUDA events that `_dump_nccl_trace`
+    reads (a CUDA build's), not in `_dump_fr_trace`'s, the one gloo fills."""
+    import torch.distributed as dist
+    from torch._C import _distributed_c10d as c10d     # no public name in torch 2.13
 
-    return pickle.loads(_dump_fr_trace())
+    nccl = dist.is_initialized() and dist.get_backend() == "nccl"
+    return pickle.loads(c10d._dump_nccl_trace() if nccl else c10d._dump_fr_trace())
 
 
 @dataclass(frozen=True)

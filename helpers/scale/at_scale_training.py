@@ -255,7 +255,7 @@ def box_27() -> Box:
 
 
 FR_ENTRIES = Figure("collectives each group's Flight Recorder keeps", 2000, "2,000",
-                    "torch 2.13, torch/csrc/distributed/c10d/FlightRecorder.hpp, "
+                    "torch 2.13, torch/csrc/distributed/c10d/FlightRecorder.hpp:110, "
                     "`getCvarInt({\"TORCH_FR_BUFFER_SIZE\", \"TORCH_NCCL_TRACE_BUFFER_SIZE\"}, "
                     "2000)`")
 

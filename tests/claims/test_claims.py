@@ -1925,9 +1925,9 @@ CLAIMS: tuple[Claim, ...] = (
           "tests/helpers/test_planner.py::test_fake_process_group_counts"),
     # 28 the Flight Recorder
     gloo("28-dump-while-blocked", "28_flight_recorder", "c00",
-         "any rank can dump it, even while another of its threads waits in a collective"),
+         "dump it, even while another of its threads waits in a collective"),
     Claim("28-no-public-dump", "28_flight_recorder", "c04",
-          "torch 2.13 gives it no public name yet", "source",
+          "torch 2.13 gives neither a public name yet", "source",
           "torch 2.13: no function of torch/distributed/*.py dumps the Flight Recorder (a "
           "search for fr_trace, dump_fr, flight_recorder finds the analyzer and torchcomms "
           "only); torch._C._distributed_c10d has _dump_fr_trace(includeCollectives=True, "
@@ -1974,6 +1974,62 @@ CLAIMS: tuple[Claim, ...] = (
     seen28("28-detail-all-gathers", "c40",
            "the check's own `all_gather`s of every rank's fingerprint"),
     seen28("28-detail-analyzer-silent", "c40", "the analyzer finds nothing"),
+    Claim('28-nccl-fr-default-2000', "28_flight_recorder", "c47",
+          '2,000 entries unless\n`TORCH_FR_BUFFER_SIZE` (or its older name, `TORCH_NCCL_TRACE_BUFFER_SIZE`) says otherwise', 'source',
+          'torch 2.13 (installed, git cf30153c), torch/include/torch/csrc/distributed/c10d/FlightRecorder.hpp:110-111 \'max_entries_ = getCvarInt({"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, 2000);\' :114 \'enabled_ = max_entries_ > 0;\' (one template for both buffers); ProcessGroupNCCL.hpp:113-116 TORCH_NCCL_TRACE_BUFFER_SIZE; pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, stored version read with find_string/read_file id 23264163 (not pinned to cf30153c; its HeartbeatMonitor with dumpOnTimeoutOrEx_ matches the installed ProcessGroupNCCL.hpp:596-672): \'traceBufferSize_ = getCvarInt(TORCH_NCCL_TRACE_BUFFER_SIZE, 2000);\''),
+    Claim('28-nccl-fr-records', "28_flight_recorder", "c47",
+          'On NCCL every process group records into a Flight Recorder too', 'gpu-check',
+          'fr-nccl-records-all-reduce'),
+    Claim('28-nccl-fr-entry-name', "28_flight_recorder", "c47",
+          'Its entries are named `nccl:all_reduce`', 'gpu-check',
+          'fr-nccl-records-all-reduce'),
+    Claim('28-nccl-dump-name', "28_flight_recorder", "c47",
+          'A CUDA build dumps them with\n`_dump_nccl_trace()`; `_dump_fr_trace()` reads the other buffer, the one gloo fills', 'gpu-check',
+          'fr-nccl-records-all-reduce'),
+    Claim('28-nccl-dump-on-timeout', "28_flight_recorder", "c47",
+          "With `TORCH_NCCL_DUMP_ON_TIMEOUT=1`, when a collective times out, torch writes every\nrank's buffer to a file on its own", 'source',
+          'pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, stored version read with find_string/read_file id 23264163 (not pinned to cf30153c; its HeartbeatMonitor with dumpOnTimeoutOrEx_ matches the installed ProcessGroupNCCL.hpp:596-672): HeartbeatMonitor::HeartbeatMonitor \'dumpOnTimeoutOrEx_ = getCvarBool(TORCH_NCCL_DUMP_ON_TIMEOUT, true);\'; runLoop: \'bool checkDumpSignal = (dumpOnTimeoutOrEx_ && pg_->getUid() == 0)\', comment \'1. The current rank is the first to observe a timeout in watchdog ... 2. Other ranks detected the timeout and signal the current rank to dump\' (globalStore()->check({kStoreDumpKey})), then pg_->dumpDebuggingInfo(...), which writes when traceBufferSize_ > 0; installed ProcessGroupNCCL.hpp:71-75 TORCH_NCCL_DUMP_ON_TIMEOUT, :151 kStoreDumpKey = "exception_dump"; checklist item fr-nccl-dump-on-timeout-file (2 GPUs)'),
+    Claim('28-nccl-dump-file-name', "28_flight_recorder", "c47",
+          'Each rank writes one file, named after its\nglobal rank', 'source',
+          'pytorch/pytorch torch/csrc/distributed/c10d/FlightRecorder.cpp, stored version read with read_file id 105864116 (its strings match the installed libtorch_cpu.so: \'TORCH_FR_DUMP_TEMP_FILE\', \'XDG_CACHE_HOME\', \'/.cache\', \'/torch\', \'comm_lib_trace_r...\', \'TORCH_NCCL_DEBUG_INFO_TEMP_FILE\', \'TORCH_FR_DUMP_DYNAMIC_FILE_NAME\'): getWriter: \'std::getenv("XDG_CACHE_HOME")\' else \'getCvarString({"HOME"}, "/tmp") + "/.cache"\', \'cacheRoot + "/torch"\', \'defaultLocation = cacheDirPath / "comm_lib_trace_rank_"\', \'getCvarString({"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, ...)\'; installed FlightRecorder.hpp:80-84 \'filename_ = c10::str(namePrefix, rank);\'; pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, stored version read with find_string/read_file id 23264163 (not pinned to cf30153c; its HeartbeatMonitor with dumpOnTimeoutOrEx_ matches the installed ProcessGroupNCCL.hpp:596-672): dumpDebuggingInfo \'DebugInfoWriter::getWriter(globalRank())\''),
+    Claim('28-nccl-analyzer-reads-prefix', "28_flight_recorder", "c47",
+          "torch's analyzer reads that folder as it read ours", 'source',
+          "run: /tmp/s60/nccl/fr_prefix_run.py (gloo, 2, 3, 4 ranks; dumps fixed with fr.for_analyzer, written as comm_lib_trace_rank_<rank>): analyzer exit 0 with and without '-p comm_lib_trace_rank_', '-j' prints the entries (fr_prefix_run.out); torch 2.13 (installed, git cf30153c) torch/distributed/flight_recorder/components/loader.py:28-31 read_dump 'rank = int(basename[len(prefix) :])', :50-67 _determine_prefix"),
+    Claim('28-nccl-coll-per-call', "28_flight_recorder", "c47",
+          '`NCCL_DEBUG=INFO` with `NCCL_DEBUG_SUBSYS=COLL` prints a line for\nevery collective call: its count, data type, buffers and stream', 'gpu-check',
+          'nccl-coll-line-per-call'),
+    Claim('28-nccl-tuning-per-call', "28_flight_recorder", "c47",
+          'rank 0 prints the algorithm and protocol NCCL chose for each\ncall (NCCL 2.20 and later; by name since 2.24)', 'gpu-check',
+          'nccl-tuning-per-call'),
+    Claim('28-nccl-algo-proto', "28_flight_recorder", "c47",
+          '`NCCL_ALGO` (`Ring`, `Tree`, ...) and\n`NCCL_PROTO` (`LL`, `LL128`, `Simple`) restrict that choice to the ones listed; a leading\n`^` excludes them instead', 'source',
+          "NCCL docs, Environment Variables (NVIDIA/nccl docs/userguide/source/env.rst at v2.30.7-1): NCCL_ALGO 'defines which algorithms NCCL will use', 'Comma-separated list of algorithms (not case sensitive) among: Ring, Tree, ...', 'To specify algorithms to exclude (instead of include), start the list with ^'; NCCL_PROTO 'defines which protocol(s) NCCL will be allowed to use', 'LL, LL128, and Simple. To specify protocols to exclude (instead of to include), start the list with ^'"),
+    seen28("28-py-spy-reads-stacks", "s00",
+           "reads a running process's Python stack from\noutside"),
+    Claim("28-py-spy-pauses-while-reading", "28_flight_recorder", "s00",
+          "pausing it only while it reads", "source",
+          "py-spy README (benfred/py-spy, 'How can I avoid pausing the Python program?'): "
+          "'By setting the --nonblocking option, py-spy won't pause the target python you are "
+          "profiling from' (helpers/debugging/stacks.py runs `py-spy dump` without it)"),
+    seen28("28-straggler-stacks", "s06",
+           "Every rank but the last waits in `all_reduce`, called from `step`; the last is "
+           "still in\n`load_batch`"),
+    Claim("28-py-spy-needs-root-for-non-children", "28_flight_recorder", "s06",
+          "on\nLinux the default configuration requires root to attach to a process that is "
+          "not a child", "source",
+          "py-spy README (benfred/py-spy, 'When do you need to run as sudo?'): 'On Linux the "
+          "default configuration is to require root permissions when attaching to a process "
+          "that isn't a child' ... 'You can remove this restriction on Linux by setting the "
+          "ptrace_scope sysctl variable'; the engines are children of the forkserver "
+          "(helpers/runtime/forked_engines.py) or of ipyparallel's launcher, never of py-spy, "
+          "which helpers/debugging/stacks.py starts as the kernel's child"),
+    Claim("28-py-spy-docker-kubernetes", "28_flight_recorder", "s06",
+          "in\nDocker, `--cap-add SYS_PTRACE`; in Kubernetes, the `SYS_PTRACE` capability",
+          "source",
+          "py-spy README (benfred/py-spy, 'How do I run py-spy in Docker?': 'This can be "
+          "overridden by setting --cap-add SYS_PTRACE'; 'How do I run py-spy in Kubernetes?': "
+          "'py-spy needs SYS_PTRACE to be able to read process memory. Kubernetes drops that "
+          "capability by default')"),
 )
 
 # ---------------------------------------------------------------- running them

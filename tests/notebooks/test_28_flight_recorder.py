@@ -74,5 +74,14 @@ def test_flight_recorder_notebook(n_ranks, tmp_path, monkeypatch):
     assert detail["returncode"] == 0 and detail["analyzer"].strip() == ""
     assert all("different arguments" in f["meaning"] for f in detail["ours"]["failed"])
 
+    # 5 · py-spy's stacks while the straggler sleeps: the others in all_reduce from step,
+    # the straggler in load_batch
+    waiting = "all_reduce (distributed_c10d.py:"
+    for rank, where in record["straggler"].items():
+        if int(rank) == last:
+            assert where.startswith("load_batch (the cell, line "), where
+        else:
+            assert where.startswith(waiting) and ", from the cell, line " in where, where
+
     [check] = shown_reports(nb, "c44")
     assert check.oks == [True] * (n + 1), check.lines()

@@ -4,7 +4,7 @@ and the tests derive their counts from it.
 
 The reader's errors name the stem and the field. Then docs/ARCHITECTURE.md's "Add a notebook"
 is followed in a copy of the tree (what the checks read: helpers/, tools/, notebooks/, docs/,
-book/ and the tests that run there): a minimal 28_example with its one entry, the map and
+book/ and the tests that run there): a minimal 29_example with its one entry, the map and
 the kit rewritten by their tools, and the architecture, kit and site checks run there pass;
 without the entry they fail, naming the notebook and the table. No notebook is executed
 (its executed copy is written as tools.build leaves one) and no Sphinx build is run: the
@@ -26,8 +26,8 @@ import pytest
 from conftest import REPO
 from tools import series, site
 
-STEM = "28_example"
-TITLE = "28 · An example"
+STEM = "29_example"
+TITLE = "29 · An example"
 ENTRY = f"""
 [{STEM}]
 group = "Choosing, surviving, planning"
@@ -168,12 +168,12 @@ def _add(root: Path, entry: bool) -> dict:
     notebook.metadata["papermill"] = {"duration": 3.2, "end_time": "2026-12-04T10:00:00+00"}
     nbformat.write(notebook, build / "executed" / f"{STEM}.ipynb")
     kit_py, kit_md = root / "tools" / "kit.py", root / "docs" / "kit" / "README.md"
-    day5 = '("week, day 5", 240, "lab", ("23", "24", "26", "27")),'
+    day5 = '("week, day 5", 240, "lab", ("23", "24", "26", "28", "27")),'
     said = "then 27 (last: its planner covers every parallelism of 14 to 24)"
     assert day5 in kit_py.read_text() and f"{said}." in kit_md.read_text(), (
         "the kit's day 5 moved: update this test")
-    kit_py.write_text(kit_py.read_text().replace(day5, day5.replace('"27")', '"27", "28")')))
-    kit_md.write_text(kit_md.read_text().replace(f"{said}.", f"{said}, then 28."))
+    kit_py.write_text(kit_py.read_text().replace(day5, day5.replace('"27")', '"27", "29")')))
+    kit_md.write_text(kit_md.read_text().replace(f"{said}.", f"{said}, then 29."))
     return {"TUTORIAL_BUILD_DIR": str(build)}
 
 
@@ -208,7 +208,7 @@ def test_a_notebook_added_with_its_entry_passes_the_checks(tmp_path):
     assert wrote.returncode == 0 and "map rewritten" in wrote.stdout, wrote.stderr
     kit = _run(root, "-m", "tools.kit", "--write", env=env)
     assert kit.returncode == 0, kit.stdout + kit.stderr
-    assert "29 notebooks" in kit.stdout, kit.stdout            # the copy's, counted
+    assert "30 notebooks" in kit.stdout, kit.stdout            # the copy's, counted
     measured = json.loads((root / "docs" / "kit" / "measured.json").read_text())
     assert measured[STEM]["run_s"] == 3.2
     page = (root / "docs" / "kit" / "README.md").read_text()
