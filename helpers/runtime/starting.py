@@ -26,6 +26,9 @@ from helpers.runtime.progress import StartProgress
 # settings are the launcher's (launchers.controller_args). ipyparallel's controller
 # itself, on 127.0.0.1 (launchers.cluster_options).
 CONTROLLER_ARGS = ["--usethreads"]
+# Seconds the client waits for the controller's first answer (ipyparallel's Client
+# `timeout`, 10 s by default): four notebooks starting at once on 2 cores took longer.
+CONNECT_TIMEOUT_S = 60.0
 
 # What a forked engine that died before its first line most likely met.
 MAIN_GUARD = ("\n(An engine forked by multiprocessing first imports the script that started "
@@ -109,7 +112,8 @@ def start_processes(ipp_cluster: ipp.Cluster, n_ranks: int,
     if forked:
         start_forkserver()    # its imports overlap the controller's start
     ipp_cluster.start_controller_sync()
-    client = ipp_cluster.connect_client_sync()  # waits for the controller's files
+    # waits for the controller's files, then for its answer
+    client = ipp_cluster.connect_client_sync(timeout=CONNECT_TIMEOUT_S)
     progress.done("controller")
     ipp_cluster.start_engines_sync(n_ranks)
     deadline = time.monotonic() + ipp_cluster.engine_timeout

@@ -1956,6 +1956,9 @@ CLAIMS: tuple[Claim, ...] = (
           "every entry below it (builder.py calls it before matching)"),
     seen28("28-start-cell-sets-size", "c04",
            "The start cell set `TORCH_FR_BUFFER_SIZE` on every rank"),
+    seen28("28-warm-buffer-holds-earlier", "c06",
+           "An engine that ran earlier cells or notebooks (a warm start) holds their collectives "
+           "too"),
     seen28("28-entry-fields", "in-detail",
            "each with its sequence number,\n  the collective, the tensor sizes and the Python "
            "stack that called it"),
