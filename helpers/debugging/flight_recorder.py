@@ -48,7 +48,6 @@ class Entry:
     collective: str          # "all_reduce" (profiling_name without "gloo:")
     sizes: list              # input sizes, one list per tensor
     group: str               # the group's name ("0": the default group)
-    retired: bool            # the rank is done with it (returned or raised)
     line: str                # the user's line that called it: "file.py:12" or "cell:3"
 
     def label(self) -> str:
@@ -66,7 +65,7 @@ def entries(trace: dict, group: str | None = "0") -> list[Entry]:
             continue
         found.append(Entry(seq=e["collective_seq_id"],
                            collective=e["profiling_name"].split(":", 1)[-1],
-                           sizes=e["input_sizes"], group=name, retired=e["retired"],
+                           sizes=e["input_sizes"], group=name,
                            line=_user_line(e.get("frames", []))))
     return found
 
@@ -96,15 +95,6 @@ def by_rank(pulled: list[dict[str, Any]], cluster: Any) -> dict[int, dict | None
                             if e["time_created_ns"] >= joined.get(rank, 0)]
         traces[rank] = trace
     return traces
-
-
-def last_seen(traces: dict[int, dict | None], group: str = "0") -> dict[int, Entry | None]:
-    """Each rank's newest collective of `group` (None: no dump, or an empty buffer)."""
-    newest = {}
-    for rank, trace in traces.items():
-        found = entries(trace, group) if trace else []
-        newest[rank] = found[-1] if found else None
-    return newest
 
 
 def for_analyzer(trace: dict, world_size: int) -> dict:
@@ -215,7 +205,8 @@ def summary(traces: dict[int, dict | None]) -> list[dict[str, Any]]:
         if trace is None:
             rows.append({"rank": rank, "dump": False})
             continue
-        newest = last_seen({rank: trace})[rank]
+        found = entries(trace)
+        newest = found[-1] if found else None
         rows.append({"rank": rank, "dump": True, "entries": len(trace["entries"]),
                      "buffer": trace.get("buffer", len(trace["entries"])),
                      "last_seq": newest.seq if newest else None,
