@@ -1,6 +1,6 @@
 """ruff's pyflakes rules over the code and over every notebook's code cells.
 
-    python -m tools.lint            # helpers/ tools/ benchmarks/ tests/ and notebooks/*.ipynb
+    python -m tools.lint   # helpers/ tools/ benchmarks/ tests/ docs/kit/hang_lab/ notebooks/*.ipynb
 
 A notebook runs code in three namespaces: the kernel's cells; the `%%px` cells, on every
 engine; and the cases a kernel cell hands to `run_disposable` or `start_disposable`, whose
@@ -24,7 +24,7 @@ import nbformat
 
 from helpers.paths import REPO_ROOT
 
-FOLDERS = ("helpers", "tools", "benchmarks", "tests")
+FOLDERS = ("helpers", "tools", "benchmarks", "tests", "docs/kit/hang_lab")
 # ruff's settings (the rules: pyflakes), for the code and for the notebooks' scripts, which
 # are linted in a temporary folder that no pyproject.toml of the project covers.
 CONFIG = REPO_ROOT / "pyproject.toml"
