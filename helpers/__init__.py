@@ -17,6 +17,9 @@ _WHERE = {   # each of these is imported by a notebook (tests/tools/test_archite
     "plot_record": "helpers.figures.plots", "make_record": "helpers.records",
     "save_results": "helpers.records", "save_run": "helpers.records",
 }
+# What start_cluster adds to a kernel from outside helpers/runtime (which imports no lesson
+# code): the waiting line of %%px cells and the report of a cell ■ stopped.
+KERNEL_ADDITIONS = ("helpers.debugging.waiting",)
 __all__ = sorted(_WHERE)
 # The modules behind those names: what a notebook's first cell imports (tools.kernel_provisioner's
 # kernels import them before they are forked).
@@ -25,5 +28,8 @@ MODULES = tuple(dict.fromkeys(_WHERE.values()))
 
 def __getattr__(name: str):
     if name in _WHERE:
+        if name == "start_cluster":
+            for module in KERNEL_ADDITIONS:
+                import_module(module).install()
         return getattr(import_module(_WHERE[name]), name)
     raise AttributeError(f"module 'helpers' has no attribute {name!r}")

@@ -26,6 +26,7 @@ import ast
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
@@ -53,10 +54,11 @@ def _module_file(name: str, root: Path) -> Path | None:
 # Parsed once per text (lru_cache): a module many notebooks use, or helpers/__init__.py, is
 # walked once per process, and a file edited since is parsed again.
 @lru_cache(maxsize=None)
-def _registry(text: str) -> dict[str, str]:
+def _registry(text: str, name: str = "_WHERE") -> Any:
+    """The literal assigned to `name` in module `text` ({} when it has none)."""
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "_WHERE" for t in node.targets):
+                isinstance(t, ast.Name) and t.id == name for t in node.targets):
             return ast.literal_eval(node.value)
     return {}
 
@@ -146,6 +148,8 @@ def _closure(names: set[str], root: Path, lazy: dict[str, str],
             continue
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         todo |= _imported(path.read_text(), package, lazy)
+        if name == "helpers":      # what start_cluster imports by name (KERNEL_ADDITIONS)
+            todo |= set(_registry(path.read_text(), "KERNEL_ADDITIONS"))
         parent = name.rpartition(".")[0]
         if parent:
             todo.add(parent)                                 # a package's __init__ runs too

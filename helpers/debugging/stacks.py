@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,24 +70,28 @@ def main_thread(dump: list[dict[str, Any]]) -> list[Frame]:
     return [f for f in kept if f.kind != "torch"] + innermost_torch
 
 
-def stacks(cluster: Any) -> dict[int, list[Frame] | str]:
-    """Each rank's main-thread frames (`main_thread`), read by py-spy while the rank runs;
-    for a rank py-spy could not read, its error (a permission, a process gone)."""
+def stacks(cluster: Any, ranks: list[int] | None = None) -> dict[int, list[Frame] | str]:
+    """Each rank's main-thread frames (`main_thread`), read by py-spy while the rank runs,
+    all ranks at once (or those of `ranks`); for a rank py-spy could not read, its error
+    (a permission, a process gone)."""
     program = py_spy()
-    found: dict[int, list[Frame] | str] = {}
-    for info in cluster.ranks:
-        try:
-            done = subprocess.run([program, "dump", "--pid", str(info.pid), "--json"],
-                                  capture_output=True, text=True, timeout=DUMP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            found[info.rank] = f"py-spy gave no answer in {DUMP_TIMEOUT_S:g} s"
-            continue
-        if done.returncode != 0:
-            lines = (done.stderr or done.stdout).strip().splitlines()
-            found[info.rank] = lines[0] if lines else f"py-spy exit code {done.returncode}"
-            continue
-        found[info.rank] = main_thread(json.loads(done.stdout))
-    return found
+    chosen = [info for info in cluster.ranks if ranks is None or info.rank in ranks]
+    with ThreadPoolExecutor(max_workers=max(len(chosen), 1)) as pool:
+        found = dict(zip((info.rank for info in chosen),
+                         pool.map(lambda info: _dump(program, info.pid), chosen)))
+    return dict(sorted(found.items()))
+
+
+def _dump(program: str, pid: int) -> list[Frame] | str:
+    try:
+        done = subprocess.run([program, "dump", "--pid", str(pid), "--json"],
+                              capture_output=True, text=True, timeout=DUMP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"py-spy gave no answer in {DUMP_TIMEOUT_S:g} s"
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        return lines[0] if lines else f"py-spy exit code {done.returncode}"
+    return main_thread(json.loads(done.stdout))
 
 
 def innermost(frames: list[Frame] | str) -> str:

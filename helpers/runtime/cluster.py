@@ -34,6 +34,10 @@ from helpers.runtime.processes import end_orphans, record_owner, stop_cluster
 
 
 _current: "TutorialCluster | None" = None  # the cluster this kernel started last
+# What start_cluster adds to the kernel beside its exception handler, from outside the
+# runtime (which imports no lesson code): helpers/debugging/waiting.py registers the
+# waiting line of %%px cells here; each is called with the shell and the current cluster.
+ON_START: list[Callable[[Any, Callable[[], Any]], None]] = []
 
 
 def stop_ipp_cluster(ipp_cluster: ipp.Cluster) -> None:
@@ -279,7 +283,11 @@ def start_cluster(n_ranks: int | None = None, backend: str | None = None,
     if ipython is not None:
         from ipyparallel.error import CompositeError, RemoteError
 
-        ipython.set_custom_exc((CompositeError, RemoteError), show_with_diagnosis(lambda: _current))
+        # ■ during %%px surfaces as KeyboardInterrupt or "TimeoutError: result not ready"
+        ipython.set_custom_exc((CompositeError, RemoteError, KeyboardInterrupt, TimeoutError),
+                               show_with_diagnosis(lambda: _current))
+        for add in ON_START:
+            add(ipython, lambda: _current)
         quiet_paths_in_tracebacks(ipython)   # no machine paths in any error this kernel shows
     if not quiet:
         if progress.shown:

@@ -146,11 +146,21 @@ def rank_traceback(rank: int, ename: str, evalue: Any, tb: str) -> list[str]:
     return [f"rank {rank} · {ename} (most recent call last):", *lines]
 
 
+# Who explains a %%px cell that ■ stopped (KeyboardInterrupt, or ipyparallel's "result not
+# ready"): helpers/debugging/interrupted.show, registered by helpers/debugging/waiting.py;
+# each returns whether it showed something.
+INTERRUPT_REPORTS: list[Callable[[Any, Any], bool]] = []
+
+
 def show_with_diagnosis(current: Callable[[], Any]) -> Callable:
     """An IPython custom exception handler: the diagnosis first, then one rank's
     traceback (its own frames only), then the other ranks' tracebacks, folded."""
     def handler(shell, etype, value, tb, tb_offset=None):
         cluster = current()
+        if issubclass(etype, (KeyboardInterrupt, TimeoutError)):
+            if not any(explain(shell, cluster) for explain in INTERRUPT_REPORTS):
+                shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            return None
         diagnosis = None
         if cluster is not None:
             magics = shell.magics_manager.registry.get("ParallelMagics")

@@ -71,3 +71,37 @@ def buffer_size_read_at_init(rank, world_size):
 def _(outcomes, n):
     for o in outcomes:
         assert _returned(o)["kept_after_init"] >= 5, o.summary()
+
+
+@case("28-sigint-waits-for-gloo", sizes=(2, 3), alone=True, timeout_s=3.0)
+def sigint_waits_for_gloo(rank, world_size):
+    """SIGINT 0.5 s in, to every rank: the last sleeps in Python code and raises
+    KeyboardInterrupt at once; the others wait in an all_reduce the last never calls, and
+    raise KeyboardInterrupt only when gloo gives up, at the 3 s timeout."""
+    import os
+    import signal
+    import threading
+    import time
+    import torch
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # as a kernel's engine has
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    start = time.perf_counter()
+    raised = None
+    try:
+        if rank == world_size - 1:
+            time.sleep(10)
+        else:
+            dist.all_reduce(torch.ones(2))
+    except BaseException as err:          # noqa: B902 (KeyboardInterrupt is the point)
+        raised = type(err).__name__
+    return {"raised": raised, "after_s": time.perf_counter() - start}
+
+
+@expect("28-sigint-waits-for-gloo")
+def _(outcomes, n):
+    *callers, last = outcomes
+    got = _returned(last)
+    assert got["raised"] == "KeyboardInterrupt" and got["after_s"] < 1.5, got
+    for o in callers:
+        got = _returned(o)
+        assert got["raised"] == "KeyboardInterrupt" and got["after_s"] >= 2.7, got

@@ -2014,6 +2014,42 @@ CLAIMS: tuple[Claim, ...] = (
           "py-spy README (benfred/py-spy, 'How can I avoid pausing the Python program?'): "
           "'By setting the --nonblocking option, py-spy won't pause the target python you are "
           "profiling from' (helpers/debugging/stacks.py runs `py-spy dump` without it)"),
+    Claim("28-py-spy-normal-user", "28_flight_recorder", "s06",
+          "a normal user's py-spy reads that user's own processes, engines\nincluded, and is "
+          "refused another user's", "test",
+          "tests/helpers/test_py_spy_permissions.py::"
+          "test_a_normal_users_py_spy_reads_its_own_processes_and_not_another_users"),
+    Claim("28-px-sends-sigint", "28_flight_recorder", "i00",
+          "ipyparallel's `%%px` answers ■ by sending\nSIGINT to every engine", "source",
+          "ipyparallel 9.2 (installed) ipyparallel/client/magics.py:233 "
+          "'signal_on_interrupt = \"SIGINT\"'; parallel_execute, :413-421 'except "
+          "KeyboardInterrupt: if signal_on_interrupt is not None: ... "
+          "self.view.client.send_signal(signal_on_interrupt, targets=targets, block=True)'; "
+          "engine/nanny.py:182-190 signal_request 'self.parent_process.send_signal(sig)'"),
+    Claim("28-stop-is-sigint", "28_flight_recorder", "i00",
+          "`KernelManager.interrupt_kernel` signals the kernel when its spec's `interrupt_mode` is\n"
+          "`\"signal\"`, the default, and its `LocalProvisioner.send_signal` uses `os.killpg`",
+          "source",
+          "jupyter_client (installed) kernelspec.py:36 'interrupt_mode = CaselessStrEnum"
+          "([\"message\", \"signal\"], default_value=\"signal\")'; manager.py:752-755 "
+          "'if interrupt_mode == \"signal\": ... self._async_signal_kernel(signal.SIGINT)'; "
+          "provisioning/local_provisioner.py:88-92 'if self.pgid and hasattr(os, \"killpg\"): "
+          "os.killpg(self.pgid, signum)'"),
+    seen28("28-interrupt-python-stops", "i04",
+           "Python code stops at once: each rank raised `KeyboardInterrupt` where it was"),
+    seen28("28-interrupt-group-still-works", "i04", "so the process group still works"),
+    seen28("28-interrupt-cell-returns", "i09",
+           "The cell returned about a second after ■, with a line per rank: the last one "
+           "finished,\nthe others are blocked in `all_reduce`"),
+    gloo("28-sigint-waits-for-gloo", "28_flight_recorder", "i09",
+         "a rank inside a gloo collective\nacts on SIGINT only when the collective returns, "
+         "at the timeout, and then raises\n`KeyboardInterrupt`"),
+    seen28("28-interrupt-next-cell-dropped", "i09",
+           "a new `%%px` cell waits behind them, and then the engines\nthat were blocked "
+           "drop it"),
+    seen28("28-interrupt-group-broken", "i11b", "the process group is broken"),
+    seen28("28-interrupt-start-cell-recovers", "i13",
+           "The way on without restarting the kernel is the start cell"),
     seen28("28-straggler-stacks", "s06",
            "Every rank but the last waits in `all_reduce`, called from `step`; the last is "
            "still in\n`load_batch`"),

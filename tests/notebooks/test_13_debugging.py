@@ -160,7 +160,8 @@ def test_the_ranks_that_outlive_a_dead_one_report_a_closed_connection_or_a_timeo
     nb, _ = debugging
     cell = cells_after(nb, "os._exit(1)")[0]
     [shown] = ["\n".join(o.traceback) for o in cell.outputs if o.output_type == "error"]
-    [fold] = [o.data["text/plain"] for o in cell.outputs if o.output_type == "display_data"]
+    [fold] = [o.data["text/plain"] for o in cell.outputs if o.output_type == "display_data"
+              and "px-waiting" not in o.data.get("text/html", "")]   # not the waiting line
     by_rank = dict(re.findall(r"^rank (\d+) · (.*?)(?=^rank \d+ · |\Z)", shown + "\n" + fold,
                               flags=re.M | re.S))
     assert sorted(by_rank) == [str(r) for r in range(N_RANKS)], by_rank.keys()
@@ -349,3 +350,21 @@ def test_bad_lists_error_on_the_root_in_bounded_time_then_a_restart_works(case):
         assert all(s["t"].tolist() == [3.0, 3.0] for s in cluster.pull("t"))
     finally:
         cluster.stop()
+
+
+@pytest.mark.notebook
+def test_every_cell_that_waits_on_its_ranks_says_so(debugging):
+    """A %%px cell that waits (here, out a collective timeout) shows one line while it waits,
+    updated as it goes (helpers/debugging/waiting.py), left at the cell's total."""
+    nb, _ = debugging
+    waited = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%px")
+              and duration(c) > 2.0]
+    assert len(waited) >= 3, [c.source[:40] for c in waited]   # 16, 21, 25: the timeouts
+    for cell in waited:
+        pages = [o.data["text/html"] for o in cell.outputs if o.output_type == "display_data"
+                 and 'class="px-waiting"' in o.data.get("text/html", "")]
+        assert len(pages) == 1, cell.source
+        assert 'data-ended="true"' in pages[0] and pages[0].startswith("<pre"), pages[0]
+        assert "this cell took" in pages[0], pages[0]     # a failed cell keeps its line
+        elapsed = float(re.search(r'data-elapsed="([\d.]+)"', pages[0]).group(1))
+        assert abs(elapsed - duration(cell)) < 1.0, (elapsed, duration(cell), cell.source)

@@ -88,3 +88,28 @@ def test_flight_recorder_notebook(n_ranks, tmp_path, monkeypatch):
 
     [check] = shown_reports(nb, "c44")
     assert check.oks == [True] * (n + 1), check.lines()
+
+    # 6 · ■: ranks in Python code stop at once and the group still works; ranks inside
+    # all_reduce run on (the cell returns before the timeout), a new cell waits behind
+    # them and they drop it, the group is broken, and the start cell recovers
+    interrupt = record["interrupt"]
+    sleeping, blocked = interrupt["sleeping"], interrupt["in_collective"]
+    assert [r["state"] for r in sleeping["ranks"].values()] == ["stopped: KeyboardInterrupt"] * n
+    [stopped] = shown_reports(nb, "i03")
+    assert stopped.oks == [True] * n, stopped.lines()
+    [usable] = shown_reports(nb, "i05r")
+    assert usable.oks == [True] * n, usable.lines()
+    [stuck] = shown_reports(nb, "i08")
+    assert stuck.oks == [False] * (n - 1) + [True], stuck.lines()
+    for rank, row in blocked["ranks"].items():
+        if int(rank) == last:
+            assert row["state"] == "finished the cell", row
+        else:
+            assert row["state"].startswith("blocked in all_reduce (distributed_c10d.py:"), row
+            assert ", from the cell, line 3" in row["state"], row
+    assert blocked["elapsed_s"] < blocked["timeout_s"], blocked
+    behind = _cell(nb, "i10")
+    assert f"rank(s) {', '.join(map(str, range(last)))} did not run this cell" in behind, behind
+    assert "a peer rank went away" in _cell(nb, "i12")
+    [back] = shown_reports(nb, "i16")
+    assert back.oks == [True] * n, back.lines()
