@@ -24,8 +24,13 @@ _results: list[tuple[Any, list[int]]] = []   # each report's AsyncResult and its
 _pressed: list[float] = []  # when press_stop sent each SIGINT (time.time())
 
 
-def ranks_of(result: Any, targets: Any, client: Any,
-             rank_of_engine: dict[int, int]) -> list[tuple[int, str]]:
+def rank_of_engine(cluster: Any) -> dict[int, int]:
+    """Engine id → rank, for the cluster's ranks."""
+    return {info.engine_id: info.rank for info in cluster.ranks}
+
+
+def ranks_of(result: Any, targets: Any,
+             engine_ranks: dict[int, int]) -> list[tuple[int, str]]:
     """(rank, msg id) of each part of `result`, a `%%px` AsyncResult sent to `targets`:
     the engine its replies name (the result's `metadata`), else its place in `targets`."""
     engines = [targets] if isinstance(targets, int) else list(targets)
@@ -34,29 +39,29 @@ def ranks_of(result: Any, targets: Any, client: Any,
         engine = found.get("engine_id")
         if engine is None and place < len(engines):
             engine = engines[place]
-        pairs.append((rank_of_engine.get(engine, engine), msg_id))
+        pairs.append((engine_ranks.get(engine, engine), msg_id))
     return pairs
 
 
 def pending_ranks(result: Any, targets: Any, client: Any,
-                  rank_of_engine: dict[int, int]) -> tuple[int, ...]:
+                  engine_ranks: dict[int, int]) -> tuple[int, ...]:
     """The ranks whose part of `result` the client still waits for."""
     try:
         waiting = set(client.outstanding)    # another thread adds and removes ids
     except RuntimeError:
         return ()
     return tuple(sorted(rank for rank, msg_id in
-                        ranks_of(result, targets, client, rank_of_engine)
+                        ranks_of(result, targets, engine_ranks)
                         if msg_id in waiting))
 
 
-def dropped_ranks(result: Any, targets: Any, client: Any,
-                  rank_of_engine: dict[int, int]) -> tuple[int, ...]:
+def dropped_ranks(result: Any, targets: Any,
+                  engine_ranks: dict[int, int]) -> tuple[int, ...]:
     """The ranks whose engine dropped its part of `result` (status "aborted")."""
     status = {msg_id: found.get("status")
               for msg_id, found in zip(result.msg_ids, parts_metadata(result))}
     return tuple(sorted(rank for rank, msg_id in
-                        ranks_of(result, targets, client, rank_of_engine)
+                        ranks_of(result, targets, engine_ranks)
                         if status[msg_id] == "aborted"))
 
 
@@ -87,10 +92,9 @@ def done_state(metadata: dict) -> tuple[bool, str]:
 
 def rank_states(cluster: Any, result: Any, targets: Any) -> dict[int, tuple[bool | None, str]]:
     """Per rank of the cell: (free to run the next cell?, what it is doing)."""
-    rank_of_engine = {info.engine_id: info.rank for info in cluster.ranks}
-    parts = ranks_of(result, targets, cluster.client, rank_of_engine)
-    pending = set(cluster.client.outstanding)
-    busy = {rank for rank, msg_id in parts if msg_id in pending}
+    ranks = rank_of_engine(cluster)
+    parts = ranks_of(result, targets, ranks)
+    busy = set(pending_ranks(result, targets, cluster.client, ranks))
     metadata = dict(zip(result.msg_ids, parts_metadata(result)))
     where: dict[int, Any] = {}
     if busy:
@@ -126,9 +130,8 @@ def report(cluster: Any, result: Any, targets: Any) -> Report:
     submitted = parts_metadata(result)[0].get("submitted")
     start = submitted.timestamp() if submitted is not None else time.time() - elapsed
     pressed = [at - start for at in _pressed if 0 <= at - start <= elapsed]
-    rank_of_engine = {info.engine_id: info.rank for info in cluster.ranks}
-    _results.append((result, [rank for rank, _ in ranks_of(result, targets, cluster.client,
-                                                            rank_of_engine)]))
+    _results.append((result, [rank for rank, _ in
+                              ranks_of(result, targets, rank_of_engine(cluster))]))
     history.append({"elapsed_s": round(elapsed, 2), "timeout_s": cluster.timeout_s,
                     "pressed_s": round(pressed[-1], 2) if pressed else None,
                     "backend": cluster.backend,

@@ -90,7 +90,7 @@ class PxWatch:
         before = magics.last_result
         if before is not None and not before.ready():
             behind = interrupted.pending_ranks(before, magics.view.targets, cluster.client,
-                                               _rank_of_engine(cluster))
+                                               interrupted.rank_of_engine(cluster))
             print(f"⚠ rank(s) {_ranks(behind)} still run an earlier cell (■ stops the wait, "
                   "not the ranks): this cell waits behind it. To go on at once, re-run the "
                   "start cell.")
@@ -119,8 +119,8 @@ class PxWatch:
             cell["handle"].update(self._now(cell, result, ended=True, hidden=quiet))
         if stopped:
             display(interrupted.report(cluster, result, targets))   # ■ stopped every rank
-        dropped = interrupted.dropped_ranks(result, targets, cluster.client,
-                                            _rank_of_engine(cluster))
+        dropped = interrupted.dropped_ranks(result, targets,
+                                            interrupted.rank_of_engine(cluster))
         if dropped:
             print(f"⚠ rank(s) {_ranks(dropped)} did not run this cell: an engine drops the "
                   "cells queued behind one that ended in an error. Re-run the start cell.")
@@ -129,7 +129,7 @@ class PxWatch:
              hidden: bool = False) -> Waiting:
         cluster = cell["cluster"]
         pending = interrupted.pending_ranks(result, cell["magics"].view.targets,
-                                            cluster.client, _rank_of_engine(cluster))
+                                            cluster.client, interrupted.rank_of_engine(cluster))
         return Waiting(time.perf_counter() - cell["start"], pending, cluster.world_size,
                        cluster.timeout_s, ended, hidden)
 
@@ -146,10 +146,6 @@ class PxWatch:
             else:
                 cell["handle"].update(now)
             cell["stop"].wait(INTERVAL_S)
-
-
-def _rank_of_engine(cluster: Any) -> dict[int, int]:
-    return {info.engine_id: info.rank for info in cluster.ranks}
 
 
 def _ranks(ranks: tuple[int, ...] | list[int]) -> str:

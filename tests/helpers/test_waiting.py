@@ -37,11 +37,11 @@ def test_each_part_is_the_rank_of_the_engine_that_answered_else_of_its_target():
     result = _result([{"engine_id": 7}, {"engine_id": None}, {"engine_id": 5}])
     client = SimpleNamespace(outstanding={"m1", "m2"})
     ranks = {5: 0, 6: 1, 7: 2}
-    assert interrupted.ranks_of(result, [7, 6, 5], client, ranks) == \
+    assert interrupted.ranks_of(result, [7, 6, 5], ranks) == \
         [(2, "m0"), (1, "m1"), (0, "m2")]
     assert interrupted.pending_ranks(result, [7, 6, 5], client, ranks) == (0, 1)
     single = _result([{"engine_id": None}])
-    assert interrupted.ranks_of(single, 6, client, ranks) == [(1, "m0")]   # --targets 6
+    assert interrupted.ranks_of(single, 6, ranks) == [(1, "m0")]   # --targets 6
 
 
 def test_a_dropped_part_and_a_stopped_one_are_told_apart():
@@ -52,8 +52,7 @@ def test_a_dropped_part_and_a_stopped_one_are_told_apart():
               "error": RemoteError("KeyboardInterrupt", "", "")},
              {"engine_id": 2, "status": "ok"}]
     result = _result(parts)
-    client = SimpleNamespace(outstanding=set())
-    assert interrupted.dropped_ranks(result, [0, 1, 2], client, {0: 0, 1: 1, 2: 2}) == (0,)
+    assert interrupted.dropped_ranks(result, [0, 1, 2], {0: 0, 1: 1, 2: 2}) == (0,)
     said = [interrupted.done_state(p)[1] for p in parts]
     assert said == ["did not run the cell: its engine dropped it after an earlier error",
                     "stopped: KeyboardInterrupt", "finished the cell"]
