@@ -4,8 +4,10 @@ Yama's ptrace_scope forbids it; another user's, refused. And what `stacks` shows
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,14 +45,25 @@ def _python_child(process: subprocess.Popen) -> int:
     raise AssertionError("the sleeper did not start")
 
 
+def _py_spy_for_everyone(folder: Path) -> str:
+    """A copy of py-spy any user may run: this checkout's may sit in a private folder
+    (a clone under `mktemp -d`, mode 0700)."""
+    folder.chmod(0o755)
+    copy = folder / "py-spy"
+    shutil.copy2(stacks.py_spy(), copy)
+    copy.chmod(0o755)
+    return str(copy)
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not SYSTEM_PYTHON.exists(),
                     reason="root makes the normal user; the sleeper runs on /usr/bin/python3")
 def test_a_normal_users_py_spy_reads_its_own_processes_and_not_another_users():
     user = normal_user()
+    program = _py_spy_for_everyone(Path(tempfile.mkdtemp(prefix="py-spy-")))
     own, roots = _sleeper(user), _sleeper(None)
     try:
         def dump(pid: int) -> subprocess.CompletedProcess:
-            return subprocess.run(["runuser", "-u", user, "--", stacks.py_spy(), "dump",
+            return subprocess.run(["runuser", "-u", user, "--", program, "dump",
                                    "--pid", str(pid)], capture_output=True, text=True,
                                   timeout=stacks.DUMP_TIMEOUT_S)
         mine = dump(_python_child(own))
@@ -59,6 +72,7 @@ def test_a_normal_users_py_spy_reads_its_own_processes_and_not_another_users():
         for process in (own, roots):
             os.killpg(process.pid, 9)
             process.wait(timeout=10)
+        shutil.rmtree(Path(program).parent, ignore_errors=True)
     if _yama_scope() == 0:
         assert mine.returncode == 0 and "Thread" in mine.stdout, mine.stdout + mine.stderr
     else:                       # 1: only descendants; 2: admin only; 3: none
