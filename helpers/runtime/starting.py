@@ -154,9 +154,34 @@ def engine_output(ipp_cluster: ipp.Cluster, lines: int = 12) -> str:
     return "\n".join(tail for tail in tails if tail) or "(none)"
 
 
+# The engines' output reaches a client over PUB/SUB (ipyparallel's IOPub relay), where the
+# first messages after a socket connects can be lost while its subscription propagates
+# (ZeroMQ's "slow joiner"). Measured here: 4 processes starting 2-rank clusters in a loop
+# on 2 cores, once in 38 starts neither engine's output of the first execute arrived though
+# both replies had. A %%px cell waits for that output with no bound (ipyparallel's
+# display_outputs), so the engines are handed over only once an empty cell's output has
+# come back: PROBE_S a try, PROBES tries.
+OUTPUT_PROBE_S = 5.0
+OUTPUT_PROBES = 6
+
+
+def wait_for_output_path(client: ipp.Client) -> None:
+    """Return once an empty cell run on every engine has sent its output (each engine's
+    idle status, the end of a cell's output) back to `client`; else a clear error."""
+    view = client[:]
+    for _ in range(OUTPUT_PROBES):
+        probe = view.execute("", block=False)
+        probe.get(timeout=CONNECT_TIMEOUT_S)
+        if probe.wait_for_output(OUTPUT_PROBE_S):
+            return
+    raise RuntimeError(f"the engines' output did not reach this kernel in {OUTPUT_PROBES} "
+                       f"tries of {OUTPUT_PROBE_S:g} s (ipyparallel's IOPub relay)")
+
+
 def activate(client: ipp.Client) -> None:
     """In IPython: %px / %%px on every engine, blocking, output in engine order
-    (ipp_compat: blocking-px)."""
+    (ipp_compat: blocking-px), once the engines' output reaches this client."""
+    wait_for_output_path(client)
     if shell() is None:
         return
     view = client[:]

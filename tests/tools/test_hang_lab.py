@@ -79,10 +79,9 @@ def test_lab1_the_ranks_with_fewer_batches_leave_and_rank_0_fails_in_their_absen
     short = {r for r, n in batches.items() if n < max(batches.values())}
     assert short and 0 not in short and result.returncode != 0
     assert all(f"rank {r}: done" in log for r in short)            # they ended normally
-    assert "Connection closed by peer" in log and "Timed out" not in log
+    assert "Connection closed by peer" in log and "Timed out" not in log   # no rank waited
     blamed = re.search(r"Root Cause.*?\n +rank +: (\d+)", log, re.S)    # torchrun's summary
     assert blamed and int(blamed[1]) not in short
-    assert result.stacks_at is None                                # it never stalled
     last = {rank: entry.seq for rank, entry in newest(out).items()}
     assert {r for r in last if last[r] == max(last.values()) - 1} == short
     found = analyzer(out)
