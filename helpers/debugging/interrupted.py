@@ -65,10 +65,14 @@ def dropped_ranks(result: Any, targets: Any,
                         if status[msg_id] == "aborted"))
 
 
+def px_magics(shell: Any) -> Any:
+    """ipyparallel's `%px` magics registered in `shell` (None before a cluster's start)."""
+    return shell.magics_manager.registry.get("ParallelMagics")
+
+
 def pending_result(shell: Any, cluster: Any) -> Any | None:
     """The `%%px` cell's AsyncResult when it has not finished, else None."""
-    magics = shell.magics_manager.registry.get("ParallelMagics")
-    result = getattr(magics, "last_result", None)
+    result = getattr(px_magics(shell), "last_result", None)
     if cluster is None or result is None or result.ready():
         return None
     return result
@@ -80,21 +84,22 @@ def parts_metadata(result: Any) -> list[dict]:
     return found if isinstance(found, list) else [found]
 
 
-def done_state(metadata: dict) -> tuple[bool, str]:
-    """(True, what a finished part of a `%%px` cell did), from its metadata."""
+def done_state(metadata: dict) -> str:
+    """What a finished part of a `%%px` cell did, from its metadata."""
     if metadata.get("status") == "aborted":
-        return True, "did not run the cell: its engine dropped it after an earlier error"
+        return "did not run the cell: its engine dropped it after an earlier error"
     error = metadata.get("error")
     if error is not None or metadata.get("status") == "error":
-        return True, f"stopped: {getattr(error, 'ename', 'an error')}"
-    return True, "finished the cell"
+        return f"stopped: {getattr(error, 'ename', 'an error')}"
+    return "finished the cell"
 
 
-def rank_states(cluster: Any, result: Any, targets: Any) -> dict[int, tuple[bool | None, str]]:
-    """Per rank of the cell: (free to run the next cell?, what it is doing)."""
-    ranks = rank_of_engine(cluster)
-    parts = ranks_of(result, targets, ranks)
-    busy = set(pending_ranks(result, targets, cluster.client, ranks))
+def rank_states(cluster: Any, result: Any,
+                parts: list[tuple[int, str]]) -> dict[int, tuple[bool | None, str]]:
+    """Per rank of the cell (`parts`: `ranks_of`): (free to run the next cell?, what it is
+    doing)."""
+    pending = set(cluster.client.outstanding)
+    busy = {rank for rank, msg_id in parts if msg_id in pending}
     metadata = dict(zip(result.msg_ids, parts_metadata(result)))
     where: dict[int, Any] = {}
     if busy:
@@ -105,7 +110,7 @@ def rank_states(cluster: Any, result: Any, targets: Any) -> dict[int, tuple[bool
     states: dict[int, tuple[bool | None, str]] = {}
     for rank, msg_id in parts:
         if rank not in busy:
-            states[rank] = done_state(metadata[msg_id])
+            states[rank] = (True, done_state(metadata[msg_id]))
             continue
         frames = where.get(rank, "not read")
         if isinstance(frames, str):
@@ -119,7 +124,8 @@ def rank_states(cluster: Any, result: Any, targets: Any) -> dict[int, tuple[bool
 
 def report(cluster: Any, result: Any, targets: Any) -> Report:
     """What ■ left: a verdict per rank (✓ free, ✗ still busy), then what to do."""
-    states = rank_states(cluster, result, targets)
+    parts = ranks_of(result, targets, rank_of_engine(cluster))
+    states = rank_states(cluster, result, parts)
     elapsed = result.elapsed
     still = any(free is not True for free, _ in states.values())
     shown = Report(f"■ stopped this cell's wait after {elapsed:.1f} s; "
@@ -130,8 +136,7 @@ def report(cluster: Any, result: Any, targets: Any) -> Report:
     submitted = parts_metadata(result)[0].get("submitted")
     start = submitted.timestamp() if submitted is not None else time.time() - elapsed
     pressed = [at - start for at in _pressed if 0 <= at - start <= elapsed]
-    _results.append((result, [rank for rank, _ in
-                              ranks_of(result, targets, rank_of_engine(cluster))]))
+    _results.append((result, [rank for rank, _ in parts]))
     history.append({"elapsed_s": round(elapsed, 2), "timeout_s": cluster.timeout_s,
                     "pressed_s": round(pressed[-1], 2) if pressed else None,
                     "backend": cluster.backend,
@@ -142,7 +147,7 @@ def report(cluster: Any, result: Any, targets: Any) -> Report:
     left = max(cluster.timeout_s - elapsed, 0.0)
     if in_collective and cluster.backend == "gloo":
         shown.note(
-            f"Rank(s) {_ranks(in_collective)} wait inside a gloo collective and do not "
+            f"Rank(s) {ranks_text(in_collective)} wait inside a gloo collective and do not "
             "stop at ■: ipyparallel sent them SIGINT, and Python acts on a signal only "
             "when gloo's wait returns, at the collective timeout "
             f"({cluster.timeout_s:g} s, at most {left:.0f} s from now). They then raise "
@@ -151,10 +156,10 @@ def report(cluster: Any, result: Any, targets: Any) -> Report:
         shown.note("A %%px cell run before then waits for them, then shows only the "
                    "other ranks' output.")
     elif in_collective:
-        shown.note(f"Rank(s) {_ranks(in_collective)} wait inside a {cluster.backend} "
+        shown.note(f"Rank(s) {ranks_text(in_collective)} wait inside a {cluster.backend} "
                    "collective; the collective timeout ends the wait.")
     elif busy:
-        shown.note(f"Rank(s) {_ranks(busy)} still run the cell, outside any collective.")
+        shown.note(f"Rank(s) {ranks_text(busy)} still run the cell, outside any collective.")
     else:
         shown.note("No rank is inside a collective: the process group can still be used.")
     if busy:
@@ -180,7 +185,8 @@ def timeline(index: int = -1) -> dict:
     return entry
 
 
-def _ranks(ranks: list[int]) -> str:
+def ranks_text(ranks: tuple[int, ...] | list[int]) -> str:
+    """"0, 2, 3"."""
     return ", ".join(map(str, ranks))
 
 
@@ -191,8 +197,7 @@ def show(shell: Any, cluster: Any) -> bool:
         return False
     from IPython.display import display
 
-    magics = shell.magics_manager.registry.get("ParallelMagics")
-    display(report(cluster, result, magics.view.targets))
+    display(report(cluster, result, px_magics(shell).view.targets))
     return True
 
 

@@ -91,9 +91,9 @@ class PxWatch:
         if before is not None and not before.ready():
             behind = interrupted.pending_ranks(before, magics.view.targets, cluster.client,
                                                interrupted.rank_of_engine(cluster))
-            print(f"⚠ rank(s) {_ranks(behind)} still run an earlier cell (■ stops the wait, "
-                  "not the ranks): this cell waits behind it. To go on at once, re-run the "
-                  "start cell.")
+            print(f"⚠ rank(s) {interrupted.ranks_text(behind)} still run an earlier cell "
+                  "(■ stops the wait, not the ranks): this cell waits behind it. To go on at "
+                  "once, re-run the start cell.")
         stop = threading.Event()
         cell = dict(cluster=cluster, magics=magics, before=before, stop=stop,
                     start=time.perf_counter(), handle=None)
@@ -122,8 +122,9 @@ class PxWatch:
         dropped = interrupted.dropped_ranks(result, targets,
                                             interrupted.rank_of_engine(cluster))
         if dropped:
-            print(f"⚠ rank(s) {_ranks(dropped)} did not run this cell: an engine drops the "
-                  "cells queued behind one that ended in an error. Re-run the start cell.")
+            print(f"⚠ rank(s) {interrupted.ranks_text(dropped)} did not run this cell: an "
+                  "engine drops the cells queued behind one that ended in an error. Re-run "
+                  "the start cell.")
 
     def _now(self, cell: dict[str, Any], result: Any, ended: bool = False,
              hidden: bool = False) -> Waiting:
@@ -148,10 +149,6 @@ class PxWatch:
             cell["stop"].wait(INTERVAL_S)
 
 
-def _ranks(ranks: tuple[int, ...] | list[int]) -> str:
-    return ", ".join(map(str, ranks))
-
-
 def _stopped_by_signal(reply: Any) -> bool:
     return getattr(reply, "ename", None) == "KeyboardInterrupt"
 
@@ -171,7 +168,7 @@ def _px_magics() -> Any:
     from IPython import get_ipython
 
     shell = get_ipython()
-    return None if shell is None else shell.magics_manager.registry.get("ParallelMagics")
+    return None if shell is None else interrupted.px_magics(shell)
 
 
 _WATCH = PxWatch(lambda: None)

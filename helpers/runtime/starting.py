@@ -157,10 +157,10 @@ def engine_output(ipp_cluster: ipp.Cluster, lines: int = 12) -> str:
 # The engines' output reaches a client over PUB/SUB (ipyparallel's IOPub relay), where the
 # first messages after a socket connects can be lost while its subscription propagates
 # (ZeroMQ's "slow joiner"). Measured here: 4 processes starting 2-rank clusters in a loop
-# on 2 cores, once in 38 starts neither engine's output of the first execute arrived though
-# both replies had. A %%px cell waits for that output with no bound (ipyparallel's
-# display_outputs), so the engines are handed over only once an empty cell's output has
-# come back: PROBE_S a try, PROBES tries.
+# on 2 cores, once in about 250 starts neither engine's output of the first execute
+# arrived though both replies had. A %%px cell waits for that output with no bound
+# (ipyparallel's display_outputs), so the engines are handed over only once an empty cell's
+# output has come back: OUTPUT_PROBE_S a try, OUTPUT_PROBES tries.
 OUTPUT_PROBE_S = 5.0
 OUTPUT_PROBES = 6
 

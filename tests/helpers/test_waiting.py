@@ -53,6 +53,6 @@ def test_a_dropped_part_and_a_stopped_one_are_told_apart():
              {"engine_id": 2, "status": "ok"}]
     result = _result(parts)
     assert interrupted.dropped_ranks(result, [0, 1, 2], {0: 0, 1: 1, 2: 2}) == (0,)
-    said = [interrupted.done_state(p)[1] for p in parts]
+    said = [interrupted.done_state(p) for p in parts]
     assert said == ["did not run the cell: its engine dropped it after an earlier error",
                     "stopped: KeyboardInterrupt", "finished the cell"]
