@@ -111,9 +111,7 @@ def start_processes(ipp_cluster: ipp.Cluster, n_ranks: int,
     forked = ipp_cluster.engine_launcher_class is ForkserverEngineSetLauncher
     if forked:
         start_forkserver()    # its imports overlap the controller's start
-    ipp_cluster.start_controller_sync()
-    # waits for the controller's files, then for its answer
-    client = ipp_cluster.connect_client_sync(timeout=CONNECT_TIMEOUT_S)
+    client = start_controller(ipp_cluster)
     progress.done("controller")
     ipp_cluster.start_engines_sync(n_ranks)
     deadline = time.monotonic() + ipp_cluster.engine_timeout
@@ -133,6 +131,40 @@ def start_processes(ipp_cluster: ipp.Cluster, n_ranks: int,
     progress.done("engines registered")
     activate(client)
     return client
+
+
+# ipyparallel's controller picks its ports by binding port 0 and closing the socket
+# (util.select_random_ports), and binds them again a moment later: another process can
+# take one in between, and the controller exits with "Address already in use" (seen once
+# in CI, with four clusters and their gloo groups starting on one machine). Another try
+# draws other ports.
+CONTROLLER_TRIES = 3
+PORT_TAKEN = "Address already in use"
+
+
+def start_controller(ipp_cluster: ipp.Cluster) -> ipp.Client:
+    """Start the controller and return a client connected to it; up to CONTROLLER_TRIES
+    starts when a port it drew was taken, else a clear error with its last output."""
+    attempt = 1
+    while True:
+        try:
+            ipp_cluster.start_controller_sync()
+            # waits for the controller's files, then for its answer
+            return ipp_cluster.connect_client_sync(timeout=CONNECT_TIMEOUT_S)
+        except RuntimeError as error:       # "Controller stopped with N while waiting"
+            output = controller_output(ipp_cluster)
+            ipp_cluster.stop_controller_sync()
+            if PORT_TAKEN not in output or attempt == CONTROLLER_TRIES:
+                raise RuntimeError(f"{error}; tried {attempt} time(s); the controller's "
+                                   f"last output:\n{output or '(none)'}") from None
+            attempt += 1
+
+
+def controller_output(ipp_cluster: ipp.Cluster, lines: int = 12) -> str:
+    """The last `lines` lines the controller process wrote (stdout and stderr)."""
+    with contextlib.suppress(Exception):
+        return "".join(ipp_cluster.controller.get_output().splitlines(True)[-lines:])
+    return ""
 
 
 def _engines_exited(ipp_cluster: ipp.Cluster) -> bool:
