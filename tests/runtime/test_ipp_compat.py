@@ -56,3 +56,10 @@ def test_the_upstream_behaviour_each_workaround_answers_is_still_there(workaroun
     assert workaround.still_needed(), (
         f"ipyparallel {ipp_compat.installed()} changed what {workaround.key} works around "
         f"({workaround.why}): {workaround.where} may go or must change; {workaround.recheck}")
+
+
+def test_at_most_four_workarounds_each_with_a_probe():
+    """Issue 51's bound: what the runtime does around ipyparallel stays small, and each
+    piece can tell when ipyparallel no longer needs it."""
+    assert 1 <= len(ipp_compat.WORKAROUNDS) <= 4
+    assert all(callable(w.still_needed) for w in ipp_compat.WORKAROUNDS)

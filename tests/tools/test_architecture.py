@@ -95,6 +95,39 @@ def test_no_helpers_module_is_over_400_lines():
     assert not over, f"over {MAX_LINES} lines (split where a reader would): {over}"
 
 
+# Process tricks of our own that issue 51 removed: file descriptors over sockets, peer
+# credentials, prctl, ctypes and forking by hand. Processes come from ipyparallel's
+# launchers, subprocess or multiprocessing.
+LOW_LEVEL = {"send_fds", "recv_fds", "SCM_RIGHTS", "SO_PEERCRED", "prctl", "ctypes",
+             "fork", "forkpty"}
+
+
+def _low_level_uses(source: str) -> list[str]:
+    """The LOW_LEVEL names `source` imports or reads as an attribute."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in LOW_LEVEL:
+            found.append(node.attr)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [alias.name for alias in node.names] + [getattr(node, "module", "") or ""]
+            found += [name for name in names if name.split(".")[0] in LOW_LEVEL]
+    return found
+
+
+def test_helpers_start_processes_only_through_the_libraries():
+    uses = {str(path.relative_to(REPO)): found for path in (REPO / "helpers").rglob("*.py")
+            if (found := _low_level_uses(path.read_text()))}
+    assert not uses, uses
+
+
+def test_the_low_level_check_sees_each_trick(tmp_path):
+    source = ("import ctypes\nfrom socket import send_fds\nimport os, socket\n"
+              "def f(s):\n    os.fork()\n    socket.recv_fds(s, 1, 1)\n"
+              "    s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED)\n")
+    assert _low_level_uses(source) == ["ctypes", "send_fds", "fork", "recv_fds",
+                                       "SO_PEERCRED"]
+
+
 def _imported_modules(source: str, package: str) -> list[str]:
     """The modules code of `package` imports, anywhere in it; a relative import resolved
     against `package` (`from . import x` as the module package.x)."""
