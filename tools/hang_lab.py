@@ -30,11 +30,13 @@ from helpers.debugging.flight_recorder import ANALYZER, PREFIX, write_dumps
 from helpers.debugging.stacks import DUMP_TIMEOUT_S, py_spy
 from helpers.paths import REPO_ROOT, build_dir
 from helpers.runtime.processes import end_processes, running
+from helpers.runtime.torchrun import torchrun_command
 
 LAB_DIR = REPO_ROOT / "docs" / "kit" / "hang_lab"
 LABS = ("1", "2", "3")
 STARTED = re.compile(r"\brank (\d+): ")    # dist_utils.log's lines: the rank has started
-CLEARED = ("job.log", "raw", "fr", "stacks", "checkpoints")
+LOGS = "torchrun-logs"       # torchrun's own: without it, a /tmp/torchelastic_* per run
+CLEARED = ("job.log", "raw", "fr", "stacks", "checkpoints", LOGS)
 
 
 @dataclass
@@ -115,8 +117,7 @@ def run(lab: str, ranks: int = 2, timeout_s: float = 15.0, out: Path | None = No
     settings = {"FR_DUMP_DIR": str(out / "raw"), "HANG_LAB_TIMEOUT_S": f"{timeout_s:g}",
                 "TORCH_FR_BUFFER_SIZE": "2000", "PYTHONUNBUFFERED": "1",
                 **({"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if detail else {}), **(env or {})}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc-per-node", str(ranks), str(script)]
+    cmd = torchrun_command(ranks, str(script), log_dir=out / LOGS)
     start = time.monotonic()
     deadline = start + (3 * timeout_s + 60 if deadline_s is None else deadline_s)
     proc = subprocess.Popen(cmd, cwd=out, env={**os.environ, **settings}, text=True,

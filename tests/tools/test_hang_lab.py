@@ -50,6 +50,7 @@ def run(lab: str, out: Path, ranks: int = 2, **settings) -> hang_lab.Result:
     result = hang_lab.run(lab, ranks, settings.pop("timeout_s", TIMEOUT_S), out,
                           quiet_s=QUIET_S, echo=False, **settings)
     assert not result.ended_by_runner, "the job did not end by itself"
+    assert any((out / hang_lab.LOGS).iterdir()), "torchrun kept its logs in the run's folder"
     return result
 
 
