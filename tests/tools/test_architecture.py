@@ -128,6 +128,35 @@ def test_the_low_level_check_sees_each_trick(tmp_path):
                                        "SO_PEERCRED"]
 
 
+def _string_constants(source: str) -> set[str]:
+    return {node.value for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
+def _sources() -> dict[str, str]:
+    """Every Python file of helpers, tools and benchmarks, and every notebook's code (as
+    IPython runs it: magics become calls), by path."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    found = {str(p.relative_to(REPO)): p.read_text()
+             for folder in ("helpers", "tools", "benchmarks") for p in (REPO / folder).rglob("*.py")}
+    for path in (REPO / "notebooks").glob("*.ipynb"):
+        cells = nbformat.read(path, as_version=4).cells
+        found[path.name] = "\n".join(TransformerManager().transform_cell(cell.source)
+                                      for cell in cells if cell.cell_type == "code")
+    return found
+
+
+def test_every_torchrun_command_keeps_its_logs_in_a_folder_it_names():
+    """torchrun without --log-dir leaves a new /tmp/torchelastic_* folder a run."""
+    sources = _sources()
+    assert len(sources) > 100
+    runs = {path for path, text in sources.items()
+            if "torch.distributed.run" in _string_constants(text)}
+    assert "helpers/runtime/torchrun.py" in runs and "26_checkpoints_failures.ipynb" in runs
+    assert not {path for path in runs if "--log-dir" not in _string_constants(sources[path])}
+
+
 def _imported_modules(source: str, package: str) -> list[str]:
     """The modules code of `package` imports, anywhere in it; a relative import resolved
     against `package` (`from . import x` as the module package.x)."""
