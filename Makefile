@@ -15,7 +15,7 @@ PYTHON := $(ENV_DIR)/bin/python
 INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install install-mpi install-slurm slurm-check html slides student test test-quick lint lab gpu-check images bench compare shared-cells clean
+.PHONY: help install install-mpi install-slurm slurm-check html slides student test test-quick lint lab gpu-check images bench compare shared-cells i18n-update notebooks-zh clean
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
@@ -36,6 +36,8 @@ help:
 	@echo "                 the hand-built training steps against torch's own"
 	@echo "make compare A=dir B=dir  two machines' build folders on one page"
 	@echo "make shared-cells  rewrite the repeated cells from tools/shared_cells/*.md"
+	@echo "make i18n-update the Chinese catalogs (locales/zh_CN) follow the English pages"
+	@echo "make notebooks-zh  the Chinese notebooks, in build/zh_CN/notebooks (no execution)"
 	@echo "(environment: $(ENV_DIR))"
 
 $(ENV_DIR)/bin/python:
@@ -134,6 +136,12 @@ compare: $(INSTALLED)
 		"[NAMES='laptop gpu-node'] [OUT=build/compare.html]" >&2; exit 2; }
 	$(PYTHON) -m tools.compare "$(A)" "$(B)" $(if $(NAMES),--names $(NAMES)) \
 		$(if $(OUT),--out "$(OUT)")
+
+i18n-update: $(INSTALLED)
+	$(PYTHON) -m tools.i18n update
+
+notebooks-zh: $(INSTALLED)
+	$(PYTHON) -m tools.i18n notebooks
 
 shared-cells: $(INSTALLED)
 	$(PYTHON) -m tools.shared_cells

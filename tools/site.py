@@ -212,7 +212,7 @@ def run_page(source: Path) -> str:
     return "---\norphan: true\n---\n\n" + source.read_text(encoding="utf-8")
 
 
-def _stage(executed: list[Path], src: Path, thumbs_dir: Path, stamp: str,
+def stage(executed: list[Path], src: Path, thumbs_dir: Path, stamp: str,
            kit_source: Path | None = None, run_source: Path | None = None) -> list[Entry]:
     """Write the book's sources into src: book/, a page per executed notebook, the kit's
     page (kit_source, default KIT_PAGE, if it exists), the run page (run_source, default
@@ -262,7 +262,7 @@ def render(executed: list[Path], html_dir: Path, thumbs_dir: Path, stamp: str,
     html_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=html_dir.parent, prefix=".site-") as tmp:
         src, out = Path(tmp) / "src", Path(tmp) / "html"
-        _stage(executed, src, thumbs_dir, stamp, kit_source)
+        stage(executed, src, thumbs_dir, stamp, kit_source)
         cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-j", "1",
                "-d", str(Path(tmp) / "doctrees"), str(src), str(out)]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=SPHINX_TIMEOUT_S,

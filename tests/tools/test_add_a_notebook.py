@@ -180,7 +180,7 @@ def _add(root: Path, entry: bool) -> dict:
 def _staged_index(root: Path) -> subprocess.CompletedProcess:
     script = ("import sys; from pathlib import Path; from tools import site\n"
               "src = Path(sys.argv[1])\n"
-              f"site._stage([Path('notebooks/00_ranks_and_world.ipynb'), "
+              f"site.stage([Path('notebooks/00_ranks_and_world.ipynb'), "
               f"Path('notebooks/{STEM}.ipynb')], src, src.parent / 'thumbs', 'stamp')\n"
               "print(site.__file__); print((src / 'index.md').read_text())")
     return _run(root, "-c", script, str(root.parent / "src"))

@@ -193,7 +193,7 @@ def test_the_staged_book_has_the_kit_page_and_nothing_of_the_answer_key(tmp_path
     (kit_dir / "README.md").write_text(PAGE)
     (kit_dir / "answers.md").write_text("### 05.E1 all_reduce\n\nSENTINEL-ANSWER\n")
     src = tmp_path / "src"
-    site._stage([], src, tmp_path / "thumbs", "stamp", kit_source=kit_dir / "README.md")
+    site.stage([], src, tmp_path / "thumbs", "stamp", kit_source=kit_dir / "README.md")
     assert (src / "kit.md").read_text().endswith(PAGE)
     assert "](kit.md)" in (src / "index.md").read_text()
     texts = _texts(src)
@@ -202,7 +202,7 @@ def test_the_staged_book_has_the_kit_page_and_nothing_of_the_answer_key(tmp_path
 
 
 def test_without_a_kit_page_the_index_has_no_link(tmp_path):
-    site._stage([], tmp_path / "src", tmp_path / "thumbs", "stamp",
+    site.stage([], tmp_path / "src", tmp_path / "thumbs", "stamp",
                 kit_source=tmp_path / "absent.md")
     assert "kit" not in (tmp_path / "src" / "index.md").read_text()
 

@@ -1,0 +1,161 @@
+"""The Chinese edition's catalogs (tools/i18n): complete, in step with the English, true to
+its markup and its glossary, and applied to the notebooks without touching their code."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tools import glossary
+from tools.i18n import catalogs
+from tools.i18n.cells import notebook_msgids, translate_notebook, units
+
+pytestmark = pytest.mark.docs
+
+CATALOGS = sorted(catalogs.catalog_dir().glob("*.po"))
+PAGES = {path.stem: path for path in catalogs.pages()}
+_CODE = re.compile(r"`[^`]+`")
+_URL = re.compile(r"\]\(([^)\s]+)\)|<(https?://[^>]+)>")
+
+
+@pytest.fixture(scope="module")
+def pots(tmp_path_factory) -> dict[str, set[str]]:
+    """The msgids Sphinx's gettext builder extracts from every page now, by page."""
+    pot_dir = catalogs.extract(tmp_path_factory.mktemp("i18n"))
+    return {pot.stem: {m.id for m in catalogs.read(pot) if m.id} for pot in pot_dir.glob("*.pot")}
+
+
+def translated(path: Path):
+    return [m for m in catalogs.read(path) if m.id and m.string and not m.fuzzy]
+
+
+def test_there_are_catalogs_and_each_names_a_page_of_the_site(pots):
+    assert CATALOGS, "no catalog under locales/zh_CN/LC_MESSAGES"
+    assert {path.stem for path in CATALOGS} <= set(pots)
+
+
+@pytest.mark.parametrize("path", CATALOGS, ids=lambda p: p.stem)
+def test_every_entry_is_translated_and_none_is_fuzzy(path):
+    left = [f"{state}: {msgid}" for state, msgid in catalogs.problems(catalogs.read(path))]
+    assert not left, f"{path.stem}: {len(left)} entries a reader sees in English:\n" + \
+        "\n".join(left)
+
+
+@pytest.mark.parametrize("path", CATALOGS, ids=lambda p: p.stem)
+def test_every_catalog_follows_the_english_page(path, pots):
+    ours = {m.id for m in catalogs.read(path) if m.id}
+    new, gone = sorted(pots[path.stem] - ours), sorted(ours - pots[path.stem])
+    assert not new and not gone, (
+        f"{path.stem}: run `make i18n-update`, then translate; new in the English: {new}; "
+        f"no longer there: {gone}")
+
+
+@pytest.mark.parametrize("stem", sorted(PAGES))
+def test_a_notebooks_blocks_are_the_msgids_sphinx_extracts(stem, pots):
+    nb = nbformat.read(PAGES[stem], as_version=4)
+    assert set(notebook_msgids(nb)) == pots[stem]
+
+
+@pytest.mark.parametrize("path", [p for p in CATALOGS if p.stem in PAGES], ids=lambda p: p.stem)
+def test_the_chinese_notebook_has_the_english_code_and_no_english_block(path):
+    english = nbformat.read(PAGES[path.stem], as_version=4)
+    catalog = catalogs.read(path)
+    chinese, done, missing = translate_notebook(english, catalog)
+    assert done > 0 and not missing, missing
+    assert [(c.cell_type, c.get("id")) for c in chinese.cells] == \
+        [(c.cell_type, c.get("id")) for c in english.cells]
+    for zh, en in zip(chinese.cells, english.cells):
+        if en.cell_type == "code":
+            assert (zh.source, zh.outputs, zh.metadata) == (en.source, en.outputs, en.metadata)
+    strings = {m.string for m in catalog if m.id}
+    blocks = [u.msgid for c in chinese.cells if c.cell_type == "markdown"
+              for u in units(c.source)]
+    assert blocks and all(block in strings for block in blocks)
+
+
+@pytest.mark.parametrize("path", CATALOGS, ids=lambda p: p.stem)
+def test_a_translation_keeps_the_code_and_the_links_of_its_english(path):
+    lost = []
+    for message in translated(path):
+        kept = set(_CODE.findall(message.id)) - set(_CODE.findall(message.string))
+        links = {a or b for a, b in _URL.findall(message.id)}
+        kept |= {url for url in links if url not in message.string}
+        if kept:
+            lost.append(f"{sorted(kept)} in: {message.id}")
+    assert not lost, f"{path.stem}:\n" + "\n".join(lost)
+
+
+def _terms_in(english: str) -> list[glossary.Term]:
+    """The glossary's terms in `english` outside code, longest first: a term inside a
+    longer one ("activation" in "activation recomputation") is the longer one's."""
+    prose, found = _CODE.sub(" ", english), []
+    for term in sorted(glossary.load(), key=lambda t: -len(t.english)):
+        pattern = rf"(?<![\w-]){re.escape(term.english)}(s|es)?(?![\w-])"
+        if re.search(pattern, prose, re.I):
+            found.append(term)
+            prose = re.sub(pattern, " ", prose, flags=re.I)
+    return found
+
+
+@pytest.mark.parametrize("path", CATALOGS, ids=lambda p: p.stem)
+def test_a_translation_uses_the_glossarys_rendering_of_each_term(path):
+    off = [f"{t.english} → {t.chinese}: {m.string}" for m in translated(path)
+           for t in _terms_in(m.id) if t.chinese not in m.string]
+    assert not off, f"{path.stem}:\n" + "\n".join(off)
+
+
+def test_the_glossary_check_finds_a_term_outside_code_only():
+    assert [t.english for t in _terms_in("Each rank joins the process group.")] == \
+        ["process group", "rank"]
+    assert [t.english for t in _terms_in("Activation recomputation saves activations")] == \
+        ["activation recomputation", "activation"]
+    assert [t.english for t in _terms_in("a micro-batch")] == ["micro-batch"]
+    assert _terms_in("`rank` and `bucket`") == []
+
+
+@pytest.mark.parametrize("msgid, none", [
+    ("1.88 GB", True), ("`x` → `y`", True), ("$O(n)$ bytes", False),
+    ("42.9 ms", True), ("What the picture shows", False), ("05 · `all_reduce`", True),
+    ("1 GiB", True), ("8 H100s, NVLink", False)])
+def test_an_entry_without_prose_needs_no_translation(msgid, none):
+    assert catalogs.holds_no_prose(msgid) is none
+
+
+def test_one_edited_sentence_is_one_fuzzy_entry_of_one_catalog(tmp_path):
+    """Also: every other catalog is exactly what the update writes (none is changed)."""
+    locales = tmp_path / "locales"
+    shutil.copytree(catalogs.LOCALES, locales)
+    page = "05_all_reduce"
+    nb = nbformat.read(PAGES[page], as_version=4)
+    before = catalogs.read(catalogs.catalog_dir(locales=locales) / f"{page}.po")
+    done = {m.id for m in before if m.id and m.string}
+    cell, first = next((c, u) for c in nb.cells if c.cell_type == "markdown"
+                       for u in units(c.source) if u.msgid in done and len(u.msgid.split()) > 8
+                       and u.raw.endswith(".") and u.raw in c.source)
+    cell.source = cell.source.replace(first.raw, first.raw[:-1] + ", again.", 1)
+    edited = tmp_path / "nb" / f"{page}.ipynb"
+    edited.parent.mkdir()
+    nbformat.write(nb, edited)
+    notebooks = [edited if path.stem == page else path for path in catalogs.pages()]
+    changed = catalogs.update(catalogs.extract(tmp_path / "x", notebooks), locales=locales)
+    after = catalogs.read(catalogs.catalog_dir(locales=locales) / f"{page}.po")
+    assert changed == [f"{page}.po"]
+    fuzzy = [m for m in after if m.id and m.fuzzy]
+    assert len(fuzzy) == 1 and fuzzy[0].id == first.msgid[:-1] + ", again."
+    assert fuzzy[0].string == before[first.msgid].string      # the old Chinese, to edit
+    assert {m.id for m in after if m.id} - {fuzzy[0].id} == \
+        {m.id for m in before if m.id} - {first.msgid}
+    left = {(state, msgid) for state, msgid in catalogs.problems(before)
+            if not catalogs.holds_no_prose(msgid)}        # the update fills those
+    assert set(catalogs.problems(after)) == left | {("fuzzy", fuzzy[0].id)}
+
+
+def test_an_unknown_page_is_refused_with_the_pages_there_are(tmp_path):
+    pot = tmp_path / "pot"
+    pot.mkdir()
+    (pot / "05_all_reduce.pot").write_text('msgid ""\nmsgstr ""\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"no page named \['05_all_reduc'\].*05_all_reduce"):
+        catalogs.update(pot, add=["05_all_reduc"], locales=tmp_path / "locales")

@@ -1,0 +1,69 @@
+"""python -m tools.i18n update [--add PAGE ...] | notebooks | status (see tools/i18n)."""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from helpers.paths import build_dir
+from tools.i18n import catalogs
+from tools.i18n.cells import translate_notebook
+
+
+def notebooks(out: Path) -> list[str]:
+    """The Chinese notebook of each page with a catalog, into `out`; a line per page."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for path in catalogs.pages():
+        po = catalogs.catalog_dir() / f"{path.stem}.po"
+        if not po.is_file():
+            lines.append(f"{path.stem:<30} no catalog yet: English only")
+            continue
+        zh, done, missing = translate_notebook(nbformat.read(path, as_version=4),
+                                               catalogs.read(po))
+        nbformat.write(zh, out / path.name)
+        lines.append(f"{path.stem:<30} {done} blocks in Chinese, {len(missing)} in English")
+    return lines
+
+
+def status() -> list[str]:
+    lines = []
+    for po in sorted(catalogs.catalog_dir().glob("*.po")):
+        catalog = catalogs.read(po)
+        found = catalogs.problems(catalog)
+        fuzzy = sum(state == "fuzzy" for state, _ in found)
+        total = sum(1 for message in catalog if message.id)
+        lines.append(f"{po.stem:<30} {total - len(found)}/{total} translated, {fuzzy} fuzzy, "
+                     f"{len(found) - fuzzy} untranslated")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.i18n", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    update = commands.add_parser("update", help="the catalogs follow the English pages")
+    update.add_argument("--add", nargs="+", default=[], metavar="PAGE",
+                        help="start the catalog of these pages (05_all_reduce, kit, ...)")
+    commands.add_parser("notebooks", help="build/zh_CN/notebooks/")
+    commands.add_parser("status", help="per catalog: translated, fuzzy, untranslated")
+    args = parser.parse_args(argv)
+    if args.command == "update":
+        with tempfile.TemporaryDirectory(prefix="i18n-") as tmp:
+            try:
+                changed = catalogs.update(catalogs.extract(Path(tmp)), args.add)
+            except ValueError as error:
+                parser.error(str(error))
+        print("\n".join(changed) if changed else "every catalog is up to date")
+    elif args.command == "notebooks":
+        out = build_dir() / catalogs.LANGUAGE / "notebooks"
+        print("\n".join(notebooks(out)) + f"\nwritten: {out}")
+    else:
+        print("\n".join(status()) or "no catalog yet: python -m tools.i18n update --add PAGE")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

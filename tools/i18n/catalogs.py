@@ -1,0 +1,131 @@
+"""The catalogs: extracted by Sphinx's gettext builder, kept by Babel.
+
+    pots = extract(folder)               # a .pot per page of the site, from the English
+    changed = update(pots)               # every catalog of locales/zh_CN follows them
+    changed = update(pots, add=["05_all_reduce"])     # and one more page to translate
+    problems(catalog)                    # its untranslated and fuzzy entries
+
+The pages are staged as the site stages them (tools.site.stage) from the notebooks as
+committed, so a msgid is exactly what the site's Chinese build looks up. Settings: one
+catalog per page (gettext_compact off), no "#: file:line" lines (an edit moves no other
+entry) and no uuids. Babel (Sphinx's own dependency, and the engine of sphinx-intl) merges:
+an English edit turns that entry fuzzy with its old translation kept (the catalog's diff
+shows the old English), while every other entry and every other catalog stays as it was.
+Babel 2.19 would write the old English as `#| msgid` lines, but wraps them at 76 columns
+into lines no reader parses, so the catalogs carry none.
+"""
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from babel.messages.catalog import Catalog
+from babel.messages.pofile import read_po, write_po
+
+from helpers.paths import REPO_ROOT
+from tools import series, site
+
+LANGUAGE = "zh_CN"
+LOCALES = REPO_ROOT / "locales"
+GETTEXT_SETTINGS = ("gettext_compact=0", "gettext_location=0", "gettext_uuid=0")
+STAMP = "the English sources"          # the index's stamp line: raw HTML, never extracted
+_WORD = re.compile(r"[A-Za-z]{3,}")
+UNITS = {"KiB", "MiB", "GiB", "TiB"}    # words a number may carry that stay as written
+
+
+def catalog_dir(language: str = LANGUAGE, locales: Path = LOCALES) -> Path:
+    return locales / language / "LC_MESSAGES"
+
+
+def pages() -> list[Path]:
+    """The series' notebooks, in series order."""
+    return [series.NOTEBOOK_DIR / f"{stem}.ipynb" for stem in series.load()]
+
+
+def extract(folder: Path, notebooks: list[Path] | None = None) -> Path:
+    """Stage the site's pages in `folder`/src and write a .pot per page to `folder`/pot;
+    returns the latter."""
+    src, pot = folder / "src", folder / "pot"
+    site.stage(pages() if notebooks is None else notebooks, src, folder / "thumbs", STAMP)
+    cmd = [sys.executable, "-m", "sphinx", "-b", "gettext", "-q", "-d", str(folder / "doctrees"),
+           *(f"-D{setting}" for setting in GETTEXT_SETTINGS), str(src), str(pot)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=site.SPHINX_TIMEOUT_S)
+    if run.returncode != 0:
+        raise RuntimeError(f"sphinx gettext exited {run.returncode}:\n{run.stderr[-3000:]}")
+    (pot / "sphinx.pot").unlink(missing_ok=True)      # the theme's own strings, not ours
+    return pot
+
+
+def read(path: Path, language: str = LANGUAGE) -> Catalog:
+    with open(path, "rb") as handle:
+        return read_po(handle, locale=language)
+
+
+def _body(catalog: Catalog) -> bytes:
+    buffer = io.BytesIO()
+    write_po(buffer, catalog, width=0, omit_header=True)
+    return buffer.getvalue()
+
+
+def holds_no_prose(msgid: str) -> bool:
+    """A number, a unit, code or a formula (`1.88 GB`, `` `x` ``): nothing to translate."""
+    words = _WORD.findall(re.sub(r"`[^`]*`|\$[^$]*\$", "", msgid))
+    return all(word in UNITS for word in words)
+
+
+def update(pot_dir: Path, add: list[str] = (), language: str = LANGUAGE,
+           locales: Path = LOCALES) -> list[str]:
+    """Bring every catalog of `language` (and a new one for each page in `add`) to the
+    .pot files; an entry that holds no prose gets its English as its translation. Returns
+    the names of the catalogs written: one whose body did not change is left alone."""
+    out = catalog_dir(language, locales)
+    templates = {pot.stem: pot for pot in pot_dir.glob("*.pot")}
+    unknown = sorted(set(add) - set(templates))
+    if unknown:
+        raise ValueError(f"no page named {unknown}; the pages: {sorted(templates)}")
+    names = sorted({p.stem for p in out.glob("*.po") if p.stem in templates} | set(add))
+    changed = []
+    for name in names:
+        template, path = read(templates[name], language), out / f"{name}.po"
+        catalog = read(path, language) if path.is_file() else new_catalog(name, language)
+        before = _body(catalog) if path.is_file() else None
+        catalog.update(template, update_creation_date=False)
+        catalog.obsolete.clear()                 # git keeps the history
+        for message in catalog:
+            if message.id and not message.string and holds_no_prose(message.id):
+                message.string = message.id
+        if _body(catalog) != before:
+            out.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as handle:
+                write_po(handle, catalog, width=0)
+            changed.append(path.name)
+    return changed
+
+
+def new_catalog(page: str, language: str = LANGUAGE) -> Catalog:
+    """An empty catalog of `page`, its header saying what it is and where its terms are."""
+    catalog = Catalog(locale=language, project="nccl-notebooks", fuzzy=False,
+                      copyright_holder="the nccl-notebooks authors",
+                      msgid_bugs_address="", last_translator="", language_team="")
+    catalog.header_comment = (f"# {page}: the {language} catalog of this page of "
+                              "nccl-notebooks.\n# Terms: docs/glossary-zh.md. Kept in step "
+                              "with the English by: python -m tools.i18n update")
+    return catalog
+
+
+def problems(catalog: Catalog) -> list[tuple[str, str]]:
+    """(state, msgid) of each entry a reader would see in English: untranslated (empty, or
+    the English itself where it holds prose) or fuzzy (its English changed since)."""
+    found = []
+    for message in catalog:
+        if not message.id:
+            continue
+        if message.fuzzy:
+            found.append(("fuzzy", message.id))
+        elif not message.string or (message.string == message.id
+                                    and not holds_no_prose(message.id)):
+            found.append(("untranslated", message.id))
+    return found
