@@ -37,7 +37,7 @@ help:
 	@echo "make compare A=dir B=dir  two machines' build folders on one page"
 	@echo "make shared-cells  rewrite the repeated cells from tools/shared_cells/*.md"
 	@echo "make i18n-update the Chinese catalogs (locales/zh_CN) follow the English pages"
-	@echo "make notebooks-zh  the Chinese notebooks, in build/zh_CN/notebooks (no execution)"
+	@echo "make notebooks-zh  the Chinese notebooks (build/zh_CN/notebooks), kit and run pages"
 	@echo "(environment: $(ENV_DIR))"
 
 $(ENV_DIR)/bin/python:

@@ -9,9 +9,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools import glossary
+from tools import glossary, site
 from tools.i18n import catalogs
-from tools.i18n.cells import notebook_msgids, translate_notebook, units
+from tools.i18n.cells import (catalog_lookup, notebook_msgids, translate_cell,
+                              translate_notebook, units)
 
 pytestmark = pytest.mark.docs
 
@@ -74,6 +75,25 @@ def test_the_chinese_notebook_has_the_english_code_and_no_english_block(path):
     blocks = [u.msgid for c in chinese.cells if c.cell_type == "markdown"
               for u in units(c.source)]
     assert blocks and all(block in strings for block in blocks)
+
+
+MARKDOWN_PAGES = {site.KIT_STEM: site.KIT_PAGE, site.RUN_STEM: site.RUN_PAGE}
+
+
+@pytest.mark.parametrize("stem", sorted(MARKDOWN_PAGES))
+def test_a_markdown_pages_blocks_are_the_msgids_sphinx_extracts(stem, pots):
+    source = MARKDOWN_PAGES[stem].read_text(encoding="utf-8")
+    assert {u.msgid for u in units(source)} == pots[stem]
+
+
+@pytest.mark.parametrize("path", [p for p in CATALOGS if p.stem in MARKDOWN_PAGES],
+                         ids=lambda p: p.stem)
+def test_the_chinese_markdown_page_keeps_its_code_blocks_and_no_english_block(path):
+    source = MARKDOWN_PAGES[path.stem].read_text(encoding="utf-8")
+    chinese, done, missing = translate_cell(source, catalog_lookup(catalogs.read(path)))
+    assert done > 0 and not missing, missing
+    fences = re.compile(r"^```.*?^```", re.S | re.M)
+    assert fences.findall(chinese) == fences.findall(source)
 
 
 @pytest.mark.parametrize("path", CATALOGS, ids=lambda p: p.stem)

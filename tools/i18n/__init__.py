@@ -2,7 +2,8 @@
 catalog per page under locales/zh_CN/LC_MESSAGES/ (docs/glossary-zh.md fixes the terms).
 
     python -m tools.i18n update [--add PAGE ...]   catalogs follow the English (make i18n-update)
-    python -m tools.i18n notebooks                 build/zh_CN/notebooks/ (make notebooks-zh)
+    python -m tools.i18n notebooks                 build/zh_CN/: notebooks/, kit.md, run.md
+                                                   (make notebooks-zh)
     python -m tools.i18n status                    per page: translated, fuzzy, untranslated
 
 catalogs.py extracts (Sphinx's gettext builder) and merges (Babel); cells.py applies a

@@ -9,14 +9,32 @@ from pathlib import Path
 import nbformat
 
 from helpers.paths import build_dir
+from tools import site
 from tools.i18n import catalogs
-from tools.i18n.cells import translate_notebook
+from tools.i18n.cells import catalog_lookup, translate_cell, translate_notebook
+
+
+def markdown_pages(out: Path) -> list[str]:
+    """The kit's page and the run page in Chinese, into `out` (kit.md, run.md)."""
+    lines = []
+    for stem, source in ((site.KIT_STEM, site.KIT_PAGE), (site.RUN_STEM, site.RUN_PAGE)):
+        po = catalogs.catalog_dir() / f"{stem}.po"
+        if not po.is_file():
+            lines.append(f"{stem:<30} no catalog yet: English only")
+            continue
+        text, done, missing = translate_cell(source.read_text(encoding="utf-8"),
+                                             catalog_lookup(catalogs.read(po)))
+        (out / f"{stem}.md").write_text(text, encoding="utf-8")
+        lines.append(f"{stem:<30} {done} blocks in Chinese, {len(missing)} in English")
+    return lines
 
 
 def notebooks(out: Path) -> list[str]:
-    """The Chinese notebook of each page with a catalog, into `out`; a line per page."""
+    """The Chinese notebook of each page with a catalog, into `out`/notebooks, and the
+    kit's and run pages beside it; a line per page."""
+    lines = markdown_pages(out)
+    out = out / "notebooks"
     out.mkdir(parents=True, exist_ok=True)
-    lines = []
     for path in catalogs.pages():
         po = catalogs.catalog_dir() / f"{path.stem}.po"
         if not po.is_file():
@@ -47,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     update = commands.add_parser("update", help="the catalogs follow the English pages")
     update.add_argument("--add", nargs="+", default=[], metavar="PAGE",
                         help="start the catalog of these pages (05_all_reduce, kit, ...)")
-    commands.add_parser("notebooks", help="build/zh_CN/notebooks/")
+    commands.add_parser("notebooks", help="build/zh_CN/notebooks/, kit.md, run.md")
     commands.add_parser("status", help="per catalog: translated, fuzzy, untranslated")
     args = parser.parse_args(argv)
     if args.command == "update":
@@ -58,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(str(error))
         print("\n".join(changed) if changed else "every catalog is up to date")
     elif args.command == "notebooks":
-        out = build_dir() / catalogs.LANGUAGE / "notebooks"
-        print("\n".join(notebooks(out)) + f"\nwritten: {out}")
+        out = build_dir() / catalogs.LANGUAGE
+        print("\n".join(notebooks(out)) + f"\nwritten: {out}/notebooks, kit.md, run.md")
     else:
         print("\n".join(status()) or "no catalog yet: python -m tools.i18n update --add PAGE")
     return 0
