@@ -144,6 +144,17 @@ def test_an_entry_without_prose_needs_no_translation(msgid, none):
     assert catalogs.holds_no_prose(msgid) is none
 
 
+@pytest.mark.parametrize("msgid, names", [
+    ("NVLink", True), ("Llama-3-8B", True), ("ZeRO-3 / FSDP", True), ("8 H100s, NVLink", True),
+    ("Binder", True), ("Measured", True), ("the ring model", False), ("dtype", False),
+    ("`float32` or more", False)])
+def test_a_translation_may_keep_names_but_not_english_words(msgid, names):
+    assert catalogs.names_only(msgid) is names
+    catalog = catalogs.Catalog(locale="zh_CN")
+    catalog.add(msgid, msgid)
+    assert (catalogs.problems(catalog) == []) is names
+
+
 def test_one_edited_sentence_is_one_fuzzy_entry_of_one_catalog(tmp_path):
     """Also: every other catalog is exactly what the update writes (none is changed)."""
     locales = tmp_path / "locales"

@@ -116,9 +116,17 @@ def new_catalog(page: str, language: str = LANGUAGE) -> Catalog:
     return catalog
 
 
+def names_only(msgid: str) -> bool:
+    """Names a translation may keep as they are (`NVLink`, `Llama-3-8B`, `ZeRO-1`): no
+    lowercase word of three letters or more outside code."""
+    words = re.findall(r"[A-Za-z][\w.-]*", re.sub(r"`[^`]*`|\$[^$]*\$", "", msgid))
+    return not any(re.fullmatch(r"[a-z]{3,}", word) for word in words)
+
+
 def problems(catalog: Catalog) -> list[tuple[str, str]]:
     """(state, msgid) of each entry a reader would see in English: untranslated (empty, or
-    the English itself where it holds prose) or fuzzy (its English changed since)."""
+    the English itself where it holds prose, not only names) or fuzzy (its English
+    changed since)."""
     found = []
     for message in catalog:
         if not message.id:
@@ -126,6 +134,6 @@ def problems(catalog: Catalog) -> list[tuple[str, str]]:
         if message.fuzzy:
             found.append(("fuzzy", message.id))
         elif not message.string or (message.string == message.id
-                                    and not holds_no_prose(message.id)):
+                                    and not names_only(message.id)):
             found.append(("untranslated", message.id))
     return found
