@@ -4,7 +4,7 @@
         -m helpers.scale.restart_script FOLDER
 
 Trains the FSDP2 toy of helpers.scale.checkpoints for TOTAL_STEPS steps with Adam, saving a
-DCP checkpoint in FOLDER after step SAVE_AT; on the first attempt only
+DCP checkpoint in FOLDER after its first SAVE_AT steps; on the first attempt only
 (TORCHELASTIC_RESTART_COUNT = 0) the last rank ends its process in the middle of step
 KILL_AT. Every attempt starts from the checkpoint when there is one. Each line it prints
 starts with "@@" so that the notebook can read it back from torchrun's output.

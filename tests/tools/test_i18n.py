@@ -108,6 +108,33 @@ def test_a_translation_keeps_the_code_and_the_links_of_its_english(path):
     assert not lost, f"{path.stem}:\n" + "\n".join(lost)
 
 
+def _rendered(markdown: str) -> tuple[int, int]:
+    """(links, asterisks left as text outside code) of `markdown` rendered as MyST does."""
+    from tools.i18n.cells import _MD
+
+    html = _MD.renderInline(markdown)
+    return html.count("<a "), re.sub(r"<code>.*?</code>", "", html).count("*")
+
+
+@pytest.mark.parametrize("path", CATALOGS, ids=lambda p: p.stem)
+def test_a_translation_renders_the_emphasis_and_links_of_its_english(path):
+    """CommonMark closes a `*` before a CJK letter only after a letter: "*如何？*一节"
+    shows its asterisks. No asterisk may show that the English does not show."""
+    broken = []
+    for message in translated(path):
+        (links, stars), (zh_links, zh_stars) = _rendered(message.id), _rendered(message.string)
+        if zh_links != links or zh_stars > stars:
+            broken.append(f"links {links} → {zh_links}, asterisks shown {stars} → {zh_stars}: "
+                          f"{message.string}")
+    assert not broken, f"{path.stem}:\n" + "\n".join(broken)
+
+
+def test_the_emphasis_check_sees_asterisks_commonmark_leaves():
+    assert _rendered("*How fast is it?* below") == (0, 0)
+    assert _rendered("下面的*速度如何？*一节") == (0, 2)
+    assert _rendered("[文档](https://x.org) 的 *这一节*") == (1, 0)
+
+
 def _terms_in(english: str) -> list[glossary.Term]:
     """The glossary's terms in `english` outside code, longest first: a term inside a
     longer one ("activation" in "activation recomputation") is the longer one's."""
@@ -182,6 +209,27 @@ def test_one_edited_sentence_is_one_fuzzy_entry_of_one_catalog(tmp_path):
     left = {(state, msgid) for state, msgid in catalogs.problems(before)
             if not catalogs.holds_no_prose(msgid)}        # the update fills those
     assert set(catalogs.problems(after)) == left | {("fuzzy", fuzzy[0].id)}
+
+
+def test_a_changed_number_takes_its_own_english_not_a_fuzzy_neighbour(tmp_path):
+    from babel.messages.pofile import write_po
+
+    pot, locales = tmp_path / "pot", tmp_path / "locales"
+    pot.mkdir()
+    for folder, entries in ((pot, {"3,022": "", "What the picture shows": ""}),
+                            (catalogs.catalog_dir(locales=locales),
+                             {"3,021": "3,021", "What the picture shows": "图中所示"})):
+        catalog = catalogs.Catalog(locale="zh_CN")
+        for msgid, msgstr in entries.items():
+            catalog.add(msgid, msgstr)
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ("page.pot" if folder == pot else "page.po"), "wb") as handle:
+            write_po(handle, catalog)
+    assert catalogs.update(pot, locales=locales) == ["page.po"]
+    updated = catalogs.read(catalogs.catalog_dir(locales=locales) / "page.po")
+    assert updated["3,022"].string == "3,022" and not updated["3,022"].fuzzy
+    assert updated["What the picture shows"].string == "图中所示"
+    assert catalogs.update(pot, locales=locales) == []          # a second update: nothing
 
 
 def test_an_unknown_page_is_refused_with_the_pages_there_are(tmp_path):

@@ -64,9 +64,10 @@ def read(path: Path, language: str = LANGUAGE) -> Catalog:
         return read_po(handle, locale=language)
 
 
-def _body(catalog: Catalog) -> bytes:
+def _text(catalog: Catalog) -> bytes:
+    """The catalog as the file holds it: one line per msgid and msgstr, however long."""
     buffer = io.BytesIO()
-    write_po(buffer, catalog, width=0, omit_header=True)
+    write_po(buffer, catalog, width=0)
     return buffer.getvalue()
 
 
@@ -80,7 +81,7 @@ def update(pot_dir: Path, add: list[str] = (), language: str = LANGUAGE,
            locales: Path = LOCALES) -> list[str]:
     """Bring every catalog of `language` (and a new one for each page in `add`) to the
     .pot files; an entry that holds no prose gets its English as its translation. Returns
-    the names of the catalogs written: one whose body did not change is left alone."""
+    the names of the catalogs written: one whose text would not change is left alone."""
     out = catalog_dir(language, locales)
     templates = {pot.stem: pot for pot in pot_dir.glob("*.pot")}
     unknown = sorted(set(add) - set(templates))
@@ -91,16 +92,18 @@ def update(pot_dir: Path, add: list[str] = (), language: str = LANGUAGE,
     for name in names:
         template, path = read(templates[name], language), out / f"{name}.po"
         catalog = read(path, language) if path.is_file() else new_catalog(name, language)
-        before = _body(catalog) if path.is_file() else None
         catalog.update(template, update_creation_date=False)
         catalog.obsolete.clear()                 # git keeps the history
         for message in catalog:
-            if message.id and not message.string and holds_no_prose(message.id):
-                message.string = message.id
-        if _body(catalog) != before:
+            message.flags.discard("python-format")     # Babel's guess from "40 % of"
+            if message.id and holds_no_prose(message.id) and (message.fuzzy
+                                                              or not message.string):
+                message.string = message.id         # a number's fuzzy match is another
+                message.flags.discard("fuzzy")      # number: its own English is right
+        text = _text(catalog)
+        if not path.is_file() or path.read_bytes() != text:
             out.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as handle:
-                write_po(handle, catalog, width=0)
+            path.write_bytes(text)
             changed.append(path.name)
     return changed
 
