@@ -15,7 +15,7 @@ PYTHON := $(ENV_DIR)/bin/python
 INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install install-mpi install-slurm slurm-check html slides student test test-quick lint lab gpu-check images bench compare shared-cells i18n-update notebooks-zh clean
+.PHONY: help install install-mpi install-slurm slurm-check html slides student test test-quick lint lab gpu-check images bench compare shared-cells i18n-update notebooks-zh lab-zh clean
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
@@ -38,6 +38,7 @@ help:
 	@echo "make shared-cells  rewrite the repeated cells from tools/shared_cells/*.md"
 	@echo "make i18n-update the Chinese catalogs (locales/zh_CN) follow the English pages"
 	@echo "make notebooks-zh  the Chinese notebooks (build/zh_CN/notebooks), kit and run pages"
+	@echo "make lab-zh      JupyterLab on the Chinese notebooks (中文笔记本)"
 	@echo "(environment: $(ENV_DIR))"
 
 $(ENV_DIR)/bin/python:
@@ -100,6 +101,7 @@ lint: $(INSTALLED)
 LAB_PORT ?= 8888
 LAB_TOKEN ?=
 LAB_ARGS ?=
+LAB_DIR ?= notebooks
 LAB_CONFIG := $(CURDIR)/tools/lab
 KERNEL_SPEC := $(ENV_DIR)/share/jupyter/kernels/nccl-notebooks/kernel.json
 
@@ -118,7 +120,12 @@ lab: $(KERNEL_SPEC)
 	umask 077 && JUPYTER_CONFIG_PATH="$(LAB_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 		exec $(PYTHON) -m jupyterlab --ip=127.0.0.1 --port=$(LAB_PORT) \
 		--ServerApp.allow_root=True --KernelManager.transport=ipc \
-		$(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) $(LAB_ARGS) notebooks
+		$(if $(LAB_TOKEN),--IdentityProvider.token=$(LAB_TOKEN)) $(LAB_ARGS) $(LAB_DIR)
+
+# The Chinese notebooks (written first), in JupyterLab.
+lab-zh: notebooks-zh
+	$(MAKE) lab LAB_DIR="$$($(PYTHON) -c 'from helpers.paths import build_dir; \
+		print(build_dir() / "zh_CN" / "notebooks")')"
 
 gpu-check: $(INSTALLED)
 	$(PYTHON) -m tools.gpu_check
