@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import ipyparallel as ipp
@@ -136,10 +137,14 @@ def start_processes(ipp_cluster: ipp.Cluster, n_ranks: int,
 # ipyparallel's controller picks its ports by binding port 0 and closing the socket
 # (util.select_random_ports), and binds them again a moment later: another process can
 # take one in between, and the controller exits with "Address already in use" (seen once
-# in CI, with four clusters and their gloo groups starting on one machine). Another try
-# draws other ports.
+# in CI, with four clusters and their gloo groups starting on one machine). It binds three
+# before it writes its connection files (the hub's) and the schedulers' after: a port taken
+# there leaves files of a dead controller. Another try draws other ports.
 CONTROLLER_TRIES = 3
 PORT_TAKEN = "Address already in use"
+# One try at the controller's first answer: between tries, a controller that has exited is
+# seen, instead of after the whole CONNECT_TIMEOUT_S.
+CONNECT_TRY_S = 5.0
 
 
 def start_controller(ipp_cluster: ipp.Cluster) -> ipp.Client:
@@ -147,17 +152,40 @@ def start_controller(ipp_cluster: ipp.Cluster) -> ipp.Client:
     starts when a port it drew was taken, else a clear error with its last output."""
     attempt = 1
     while True:
+        ipp_cluster.start_controller_sync()
         try:
-            ipp_cluster.start_controller_sync()
-            # waits for the controller's files, then for its answer
-            return ipp_cluster.connect_client_sync(timeout=CONNECT_TIMEOUT_S)
+            return _connect(ipp_cluster)
         except RuntimeError as error:       # "Controller stopped with N while waiting"
             output = controller_output(ipp_cluster)
+            for path in ipp_cluster.controller.connection_files.values():
+                Path(path).unlink(missing_ok=True)    # a dead controller's: never read them
             ipp_cluster.stop_controller_sync()
             if PORT_TAKEN not in output or attempt == CONTROLLER_TRIES:
                 raise RuntimeError(f"{error}; tried {attempt} time(s); the controller's "
                                    f"last output:\n{output or '(none)'}") from None
             attempt += 1
+
+
+def _connect(ipp_cluster: ipp.Cluster) -> ipp.Client:
+    """A client, once the controller has written its files and answers: tries of
+    CONNECT_TRY_S for up to CONNECT_TIMEOUT_S; RuntimeError once the controller exited."""
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        try:
+            return ipp_cluster.connect_client_sync(timeout=CONNECT_TRY_S)
+        except TimeoutError:
+            if _controller_exited(ipp_cluster):
+                raise RuntimeError("the controller exited after writing its connection "
+                                   "files") from None
+            if time.monotonic() >= deadline:
+                raise
+
+
+def _controller_exited(ipp_cluster: ipp.Cluster) -> bool:
+    """True when this machine's controller process has ended, a zombie included (its
+    launcher's process: ipp_compat: launcher-internals); False when unknown (Slurm)."""
+    proc = getattr(ipp_cluster.controller, "process", None)
+    return isinstance(proc, psutil.Process) and not running(proc)
 
 
 def controller_output(ipp_cluster: ipp.Cluster, lines: int = 12) -> str:

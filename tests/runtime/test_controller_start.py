@@ -7,8 +7,10 @@ taken port is made certain with the controller's own `--ports` option.
 from __future__ import annotations
 
 import json
+import random
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,12 +27,43 @@ def taken_port() -> socket.socket:
     return sock
 
 
-def cluster_on(port: int, tmp_path, monkeypatch):
-    """An unstarted cluster of the local plan whose controller binds `port` first."""
+def quiet_ports(count: int) -> list[socket.socket]:
+    """Sockets that listen on ports below the ephemeral range: once closed, no connection
+    another process opens can take one of them (only an explicit bind)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    held: list[socket.socket] = []
+    while len(held) < count:
+        sock = socket.socket()
+        try:
+            sock.bind((launchers.LOOPBACK, random.randrange(low - 10000, low)))
+            sock.listen()
+            held.append(sock)
+        except OSError:
+            sock.close()
+    return held
+
+
+def cluster_on(port: int | str, tmp_path, monkeypatch):
+    """An unstarted cluster of the local plan whose controller binds `port` first (or the
+    ports of a comma-separated list, in its order: registration, control, mux, task, ...)."""
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path))
     plan = launchers.cluster_options("local", 2)
     return starting.new_ipp_cluster(plan, controller_args=[f"--ports={port}"],
                                     shutdown_atexit=False)
+
+
+def free_on_stop(ipp_cluster, held: socket.socket) -> list[float]:
+    """Close `held` (the other process is done with the port) when the start stops the
+    failed controller; the times it did."""
+    stop, stops = ipp_cluster.stop_controller_sync, []
+
+    def stop_then_free_the_port():
+        stops.append(time.monotonic())
+        held.close()
+        return stop()
+
+    ipp_cluster.stop_controller_sync = stop_then_free_the_port
+    return stops
 
 
 def test_a_port_taken_before_the_controller_binds_it_costs_one_more_start(
@@ -39,20 +72,37 @@ def test_a_port_taken_before_the_controller_binds_it_costs_one_more_start(
     port = held.getsockname()[1]
     ipp_cluster = cluster_on(port, tmp_path, monkeypatch)
     stop = ipp_cluster.stop_controller_sync
-    stops = []
-
-    def stop_then_free_the_port():
-        stops.append(time.monotonic())
-        held.close()               # the other process is done with it
-        return stop()
-
-    ipp_cluster.stop_controller_sync = stop_then_free_the_port
+    stops = free_on_stop(ipp_cluster, held)
     client = starting.start_controller(ipp_cluster)
     try:
         assert len(stops) == 1, "the first controller exited; one more start"
         with open(ipp_cluster.controller.connection_files["engine"]) as f:
             assert json.load(f)["registration"] == port   # the second bound the port
         assert client.ids == []                       # and it answers
+    finally:
+        client.close()
+        stop()
+
+
+def test_a_scheduler_port_taken_after_the_files_are_written_costs_one_more_start(
+        tmp_path, monkeypatch):
+    """The task scheduler binds after the controller wrote its connection files: the dead
+    controller's files must not be read by the next try, and its death is seen in bounded
+    time."""
+    first, held = quiet_ports(3), quiet_ports(1)[0]
+    ports = [sock.getsockname()[1] for sock in first] + [held.getsockname()[1]]
+    for sock in first:
+        sock.close()
+    ipp_cluster = cluster_on(",".join(map(str, ports)), tmp_path, monkeypatch)
+    stop = ipp_cluster.stop_controller_sync
+    stops = free_on_stop(ipp_cluster, held)
+    started = time.monotonic()
+    client = starting.start_controller(ipp_cluster)
+    try:
+        assert len(stops) == 1 and stops[0] - started < 4 * starting.CONNECT_TRY_S
+        with open(ipp_cluster.controller.connection_files["engine"]) as f:
+            assert json.load(f)["task"] == ports[3]
+        assert client.ids == []
     finally:
         client.close()
         stop()

@@ -151,10 +151,32 @@ def test_every_torchrun_command_keeps_its_logs_in_a_folder_it_names():
     """torchrun without --log-dir leaves a new /tmp/torchelastic_* folder a run."""
     sources = _sources()
     assert len(sources) > 100
-    runs = {path for path, text in sources.items()
-            if "torch.distributed.run" in _string_constants(text)}
+    runs = {path for path, text in sources.items() if _starts_torchrun(text)}
     assert "helpers/runtime/torchrun.py" in runs and "26_checkpoints_failures.ipynb" in runs
     assert not {path for path in runs if "--log-dir" not in _string_constants(sources[path])}
+    shell = [line for path in sorted((REPO / "notebooks").glob("*.ipynb"))
+             for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
+             for line in cell.source.splitlines() if re.search(r"\btorchrun\s", line)
+             and (line.lstrip().startswith("!") or cell.source.startswith(("%%bash", "%%sh")))]
+    assert not [line for line in shell if "--log-dir" not in line]
+
+
+def _starts_torchrun(source: str) -> bool:
+    """Whether `source` builds an argument list that starts torchrun: "torch.distributed.run"
+    as one of its strings, or a list whose first string is "torchrun"."""
+    tree = ast.parse(source)
+    return "torch.distributed.run" in _string_constants(source) or any(
+        isinstance(node, ast.List) and node.elts
+        and isinstance(node.elts[0], ast.Constant) and node.elts[0].value == "torchrun"
+        for node in ast.walk(tree))
+
+
+@pytest.mark.parametrize("source, found", [
+    ('cmd = [sys.executable, "-m", "torch.distributed.run", "x.py"]', True),
+    ('subprocess.run(["torchrun", "--standalone", "x.py"])', True),
+    ('print("torchrun")', False), ('"""torchrun --standalone -m helpers.bench"""', False)])
+def test_the_torchrun_check_sees_each_argument_list_that_starts_it(source, found):
+    assert _starts_torchrun(source) is found
 
 
 def _imported_modules(source: str, package: str) -> list[str]:

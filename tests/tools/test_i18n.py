@@ -173,7 +173,8 @@ def test_an_entry_without_prose_needs_no_translation(msgid, none):
 
 @pytest.mark.parametrize("msgid, names", [
     ("NVLink", True), ("Llama-3-8B", True), ("ZeRO-3 / FSDP", True), ("8 H100s, NVLink", True),
-    ("Binder", True), ("Measured", True), ("the ring model", False), ("dtype", False),
+    ("Binder", False), ("Measured", False), ("the ring model", False), ("dtype", False),
+    ("H100s, GPU", True),
     ("`float32` or more", False)])
 def test_a_translation_may_keep_names_but_not_english_words(msgid, names):
     assert catalogs.names_only(msgid) is names
@@ -230,6 +231,32 @@ def test_a_changed_number_takes_its_own_english_not_a_fuzzy_neighbour(tmp_path):
     assert updated["3,022"].string == "3,022" and not updated["3,022"].fuzzy
     assert updated["What the picture shows"].string == "图中所示"
     assert catalogs.update(pot, locales=locales) == []          # a second update: nothing
+
+
+def test_the_chinese_edition_is_written_into_a_new_folder_and_drops_a_page_gone(tmp_path):
+    from tools.i18n.__main__ import notebooks
+
+    out = tmp_path / "build" / "zh_CN"                  # nothing of it exists yet
+    lines = notebooks(out)
+    pages = {p.stem for p in CATALOGS}
+    assert {p.stem for p in (out / "notebooks").glob("*.ipynb")} == pages & set(PAGES)
+    assert (out / "kit.md").is_file() == ("kit" in pages)
+    assert all(" 0 in English" in line for line in lines if "blocks in Chinese" in line)
+    (out / "notebooks" / "99_gone.ipynb").write_text("{}")
+    notebooks(out)
+    assert not (out / "notebooks" / "99_gone.ipynb").exists()
+
+
+@pytest.mark.parametrize("source, table, expected", [
+    ("Title\n=====\n\na b\n", {"Title": "标题", "a b": "甲 乙"}, "标题\n=====\n\n甲 乙\n"),
+    ("## Head ##\n- item one\n  goes on\n", {"Head": "标题", "item one goes on": "一项"},
+     "## 标题 ##\n- 一项\n"),
+    ("| p | q |\n|---|---|\n| x | q |\n", {"p": "甲 \\| 乙", "q": "q", "x": "X|Y"},
+     "| 甲 \\| 乙 | q |\n|---|---|\n| X\\|Y | q |\n"),
+    ("a b", {"a b": "甲 乙"}, "甲 乙"),
+])
+def test_a_cell_keeps_its_markdown_around_each_translation(source, table, expected):
+    assert translate_cell(source, table.get)[0] == expected
 
 
 def test_an_unknown_page_is_refused_with_the_pages_there_are(tmp_path):

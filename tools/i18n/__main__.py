@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 
 from helpers.paths import build_dir
+from helpers.runtime.files import atomic_write
 from tools import site
 from tools.i18n import catalogs
 from tools.i18n.cells import catalog_lookup, translate_cell, translate_notebook
@@ -24,7 +25,7 @@ def markdown_pages(out: Path) -> list[str]:
             continue
         text, done, missing = translate_cell(source.read_text(encoding="utf-8"),
                                              catalog_lookup(catalogs.read(po)))
-        (out / f"{stem}.md").write_text(text, encoding="utf-8")
+        atomic_write(out / f"{stem}.md", text)
         lines.append(f"{stem:<30} {done} blocks in Chinese, {len(missing)} in English")
     return lines
 
@@ -34,7 +35,7 @@ def notebooks(out: Path) -> list[str]:
     kit's and run pages beside it; a line per page."""
     lines = markdown_pages(out)
     out = out / "notebooks"
-    out.mkdir(parents=True, exist_ok=True)
+    written = set()
     for path in catalogs.pages():
         po = catalogs.catalog_dir() / f"{path.stem}.po"
         if not po.is_file():
@@ -42,8 +43,11 @@ def notebooks(out: Path) -> list[str]:
             continue
         zh, done, missing = translate_notebook(nbformat.read(path, as_version=4),
                                                catalogs.read(po))
-        nbformat.write(zh, out / path.name)
+        atomic_write(out / path.name, nbformat.writes(zh) + "\n")
+        written.add(path.name)
         lines.append(f"{path.stem:<30} {done} blocks in Chinese, {len(missing)} in English")
+    for stale in set(p.name for p in out.glob("*.ipynb")) - written:   # a page gone since
+        (out / stale).unlink()
     return lines
 
 

@@ -33,7 +33,8 @@ LOCALES = REPO_ROOT / "locales"
 GETTEXT_SETTINGS = ("gettext_compact=0", "gettext_location=0", "gettext_uuid=0")
 STAMP = "the English sources"          # the index's stamp line: raw HTML, never extracted
 _WORD = re.compile(r"[A-Za-z]{3,}")
-UNITS = {"KiB", "MiB", "GiB", "TiB"}    # words a number may carry that stay as written
+# Words of a number or a formula, that stay as written: units, and functions (⌈log₂ n⌉).
+NOT_WORDS = {"KiB", "MiB", "GiB", "TiB", "log", "exp", "min", "max", "sqrt"}
 
 
 def catalog_dir(language: str = LANGUAGE, locales: Path = LOCALES) -> Path:
@@ -74,7 +75,7 @@ def _text(catalog: Catalog) -> bytes:
 def holds_no_prose(msgid: str) -> bool:
     """A number, a unit, code or a formula (`1.88 GB`, `` `x` ``): nothing to translate."""
     words = _WORD.findall(re.sub(r"`[^`]*`|\$[^$]*\$", "", msgid))
-    return all(word in UNITS for word in words)
+    return all(word in NOT_WORDS for word in words)
 
 
 def update(pot_dir: Path, add: list[str] = (), language: str = LANGUAGE,
@@ -120,10 +121,13 @@ def new_catalog(page: str, language: str = LANGUAGE) -> Catalog:
 
 
 def names_only(msgid: str) -> bool:
-    """Names a translation may keep as they are (`NVLink`, `Llama-3-8B`, `ZeRO-1`): no
-    lowercase word of three letters or more outside code."""
+    """Names a translation may keep as they are (`NVLink`, `Llama-3-8B`, `ZeRO-1`, `GPU`):
+    outside code, every word of three letters or more has a digit or two capitals; a word
+    like "Measured" or "the" is English to translate."""
     words = re.findall(r"[A-Za-z][\w.-]*", re.sub(r"`[^`]*`|\$[^$]*\$", "", msgid))
-    return not any(re.fullmatch(r"[a-z]{3,}", word) for word in words)
+    return all(re.search(r"\d|[A-Z].*[A-Z]", word)
+               or re.sub(r"[^A-Za-z]", "", word) in NOT_WORDS
+               for word in words if len(word) >= 3)
 
 
 def problems(catalog: Catalog) -> list[tuple[str, str]]:

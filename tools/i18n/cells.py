@@ -81,6 +81,8 @@ def units(source: str, offset: int = 0) -> list[Unit]:
         opener = tokens[i - 1].type
         if opener in _BLOCK_OPEN and tokens[i - 1].map:
             start, end = tokens[i - 1].map
+            if tokens[i - 1].markup in ("=", "-"):      # a setext heading: keep its underline
+                end -= 1
             found.append(Unit(msgid_of(tok.content), "block", start + offset, end + offset,
                               tok.content))
         elif opener in _CELL_OPEN and tok.map:
@@ -110,12 +112,11 @@ def _translate_block(lines: list[str], unit: Unit, text: str) -> list[str]:
 def translate_cell(source: str, lookup: Callable[[str], str | None]
                    ) -> tuple[str, int, list[str]]:
     """(translated source, how many units were translated, the msgids without translation)."""
-    lines = source.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-        trailing = False
-    else:
-        trailing = True
+    # "\n" only, as markdown-it counts lines (splitlines would also split at U+2028)
+    lines = [line + "\n" for line in source.split("\n")]
+    trailing = source.endswith("\n")
+    if trailing:
+        lines.pop()
     done, missing = 0, []
     for unit in reversed(units(source)):
         text = lookup(unit.msgid)
@@ -130,7 +131,8 @@ def translate_cell(source: str, lookup: Callable[[str], str | None]
                 missing.append(unit.msgid)
                 continue
             k = hits[0]                      # equal cells of one row translate alike
-            cells[k] = cells[k].replace(unit.raw.strip(), text.replace("|", "\\|"), 1)
+            escaped = re.sub(r"(?<!\\)\|", r"\\|", text)     # a bare | would end the cell
+            cells[k] = cells[k].replace(unit.raw.strip(), escaped, 1)
             lines[unit.start] = "|".join(cells)
         else:
             lines[unit.start:unit.end] = _translate_block(lines, unit, text)
