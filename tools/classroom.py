@@ -29,12 +29,13 @@ from tools import slide_nav
 from tools.slide_layout import layout
 from tools.build import EXECUTED_DIR, NOTEBOOK_DIR
 from tools.exercises import is_solution, student_stub
+from tools.i18n.strings import N_, translated
 from tools.site import Entry, notebook_summary
 from helpers.runtime.files import atomic_write
 from helpers.paths import build_dir
 
-STUDENT_NOTE = ("> **Student copy.** The answers of the exercises are removed: write yours "
-                "in the cells marked ✎, then run the check cell below each one.")
+STUDENT_NOTE = N_("> **Student copy.** The answers of the exercises are removed: write yours "
+                  "in the cells marked ✎, then run the check cell below each one.")
 TEMPLATES = Path(__file__).resolve().parent / "templates"   # projector: the slides' look
 VENDOR = {  # npm package → (file inside the package, where the slides expect it)
     "reveal.js@4.0.2": [("package", "reveal.js")],
@@ -46,8 +47,10 @@ CDN = {"reveal_url_prefix": "https://unpkg.com/reveal.js@4.0.2",
        "jquery_url": "https://code.jquery.com/jquery-3.5.1.min.js"}
 
 
-def student_copy(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The notebook with solution cells replaced by exercise cells, outputs cleared."""
+def student_copy(nb: nbformat.NotebookNode, language: str | None = None
+                 ) -> nbformat.NotebookNode:
+    """The notebook with solution cells replaced by exercise cells, outputs cleared; its
+    note in `language` (the notebook's own text is the caller's: `in_language`)."""
     nb = copy.deepcopy(nb)  # the master stays as it was
     cells = []
     for cell in nb.cells:
@@ -60,16 +63,35 @@ def student_copy(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         elif cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         cells.append(cell)
-    note = nbformat.v4.new_markdown_cell(STUDENT_NOTE)
+    note = nbformat.v4.new_markdown_cell(translated(STUDENT_NOTE, language))
     note.id = "student-note"
     nb.cells = cells[:1] + [note] + cells[1:]
     return nb
 
 
-def make_student(out_dir: Path) -> list[Path]:
+def in_language(path: Path, language: str | None) -> nbformat.NotebookNode:
+    """The notebook at `path`, its markdown in `language` (tools/i18n); a page the
+    language's catalog does not cover whole is an error naming it."""
+    nb = nbformat.read(path, as_version=4)
+    if language in (None, "en"):
+        return nb
+    from tools.i18n import catalogs
+    from tools.i18n.cells import translate_notebook
+
+    po = catalogs.catalog_dir(language) / f"{path.stem}.po"
+    if not po.is_file():
+        raise SystemExit(f"{path.stem}: no {language} catalog ({po})")
+    translation, _, missing = translate_notebook(nb, catalogs.read(po, language), language)
+    if missing:
+        raise SystemExit(f"{path.stem}: {len(missing)} blocks have no {language} "
+                         f"translation, the first: {missing[0]!r} (make i18n-update)")
+    return translation
+
+
+def make_student(out_dir: Path, language: str | None = None) -> list[Path]:
     written = []
     for path in sorted(NOTEBOOK_DIR.glob("[0-9]*.ipynb")):
-        nb = student_copy(nbformat.read(path, as_version=4))
+        nb = student_copy(in_language(path, language), language)
         target = out_dir / path.name
         atomic_write(target, nbformat.writes(nb))
         written.append(target)
@@ -162,10 +184,17 @@ def make_slides(out_dir: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["student", "slides"])
-    parser.add_argument("--out", type=Path, help="output folder (default build/<what>)")
+    parser.add_argument("--out", type=Path, help="output folder (default build/<what>, or "
+                        "build/<language>/<what>)")
+    parser.add_argument("--language", help="the students' copies in this language (zh_CN)")
     args = parser.parse_args(argv)
-    out = args.out or build_dir() / args.what
-    (make_student if args.what == "student" else make_slides)(out)
+    if args.language and args.what != "student":
+        parser.error("--language: student copies only, so far")
+    out = args.out or build_dir() / (args.language or "") / args.what
+    if args.what == "student":
+        make_student(out, args.language)
+    else:
+        make_slides(out)
     return 0
 
 

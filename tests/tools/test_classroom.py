@@ -273,3 +273,33 @@ def test_the_deck_checks_share_one_chromium_that_leaves_the_callers_event_loop_f
     browser.in_shared_chromium(lambda chromium: chromium.close())
     again = browser.in_shared_chromium(lambda chromium: chromium)
     assert again is not first and browser.in_shared_chromium(lambda c: c.is_connected())
+
+
+@pytest.mark.docs
+def test_the_chinese_student_copies_are_the_english_ones_in_chinese(tmp_path):
+    """Same cells, the same stubs (so no solution leaks that the English copy keeps out),
+    the markdown of the Chinese notebook, and the note in Chinese."""
+    from tools.i18n.strings import translated
+    from tools.classroom import STUDENT_NOTE, in_language
+
+    make_student(tmp_path / "en")
+    written = make_student(tmp_path / "zh", "zh_CN")
+    assert [p.name for p in written] == [p.name for p in MASTERS]
+    for path in MASTERS:
+        en = nbformat.read(tmp_path / "en" / path.name, as_version=4)
+        zh = nbformat.read(tmp_path / "zh" / path.name, as_version=4)
+        assert [(c.cell_type, c.get("id")) for c in zh.cells] == \
+            [(c.cell_type, c.get("id")) for c in en.cells]
+        assert [c.source for c in zh.cells if c.cell_type == "code"] == \
+            [c.source for c in en.cells if c.cell_type == "code"]
+        chinese = [c.source for c in in_language(path, "zh_CN").cells
+                   if c.cell_type == "markdown"]
+        note = zh.cells[1].source
+        assert note == translated(STUDENT_NOTE, "zh_CN") != STUDENT_NOTE
+        assert [c.source for c in zh.cells if c.cell_type == "markdown"] == \
+            chinese[:1] + [note] + chinese[1:]
+
+
+def test_a_language_without_a_catalog_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit, match="no xx catalog"):
+        make_student(tmp_path, "xx")

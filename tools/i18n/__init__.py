@@ -7,5 +7,6 @@ catalog per page under locales/zh_CN/LC_MESSAGES/ (docs/glossary-zh.md fixes the
     python -m tools.i18n status                    per page: translated, fuzzy, untranslated
 
 catalogs.py extracts (Sphinx's gettext builder) and merges (Babel); cells.py applies a
-catalog to a notebook's markdown cells.
+catalog to a notebook's markdown cells; strings.py translates the tools' own strings
+(marked N_) through the `site` catalog.
 """

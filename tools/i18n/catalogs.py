@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
+from babel.messages.extract import extract_from_dir
 from babel.messages.pofile import read_po, write_po
 
 from helpers.paths import REPO_ROOT
@@ -30,6 +31,7 @@ from tools import series, site
 
 LANGUAGE = "zh_CN"
 LOCALES = REPO_ROOT / "locales"
+SITE = "site"                          # the catalog of the tools' own strings (strings.py)
 GETTEXT_SETTINGS = ("gettext_compact=0", "gettext_location=0", "gettext_uuid=0")
 STAMP = "the English sources"          # the index's stamp line: raw HTML, never extracted
 _WORD = re.compile(r"[A-Za-z]{3,}")
@@ -47,8 +49,8 @@ def pages() -> list[Path]:
 
 
 def extract(folder: Path, notebooks: list[Path] | None = None) -> Path:
-    """Stage the site's pages in `folder`/src and write a .pot per page to `folder`/pot;
-    returns the latter."""
+    """Stage the site's pages in `folder`/src and write a .pot per page to `folder`/pot,
+    and site.pot of the tools' own strings (tools/i18n/strings.py); returns the folder."""
     src, pot = folder / "src", folder / "pot"
     site.stage(pages() if notebooks is None else notebooks, src, folder / "thumbs", STAMP)
     cmd = [sys.executable, "-m", "sphinx", "-b", "gettext", "-q", "-d", str(folder / "doctrees"),
@@ -57,7 +59,20 @@ def extract(folder: Path, notebooks: list[Path] | None = None) -> Path:
     if run.returncode != 0:
         raise RuntimeError(f"sphinx gettext exited {run.returncode}:\n{run.stderr[-3000:]}")
     (pot / "sphinx.pot").unlink(missing_ok=True)      # the theme's own strings, not ours
+    write_site_template(pot)
     return pot
+
+
+def write_site_template(pot_dir: Path) -> Path:
+    """site.pot: every string marked N_ in tools/, in order of the files."""
+    template = Catalog(project="nccl-notebooks", fuzzy=False)
+    marked = extract_from_dir(str(REPO_ROOT / "tools"), keywords={"N_": None})
+    for _, _, message, _, _ in marked:
+        template.add(message)
+    path = pot_dir / f"{SITE}.pot"
+    with open(path, "wb") as handle:
+        write_po(handle, template, width=0, omit_header=False)
+    return path
 
 
 def read(path: Path, language: str = LANGUAGE) -> Catalog:
