@@ -137,9 +137,10 @@ def start_processes(ipp_cluster: ipp.Cluster, n_ranks: int,
 # ipyparallel's controller picks its ports by binding port 0 and closing the socket
 # (util.select_random_ports), and binds them again a moment later: another process can
 # take one in between, and the controller exits with "Address already in use" (seen once
-# in CI, with four clusters and their gloo groups starting on one machine). It binds three
-# before it writes its connection files (the hub's) and the schedulers' after: a port taken
-# there leaves files of a dead controller. Another try draws other ports.
+# in CI, with four clusters and their gloo groups starting on one machine). It binds the
+# hub's ports before it writes its connection files and the schedulers' after (ipyparallel
+# 9.2, controller/app.py: init_hub, then init_schedulers): a port taken there leaves the
+# files of a dead controller. Another try draws other ports.
 CONTROLLER_TRIES = 3
 PORT_TAKEN = "Address already in use"
 # One try at the controller's first answer: between tries, a controller that has exited is
