@@ -127,6 +127,9 @@ def fresh_environment(uv_cache: Path) -> dict[str, str]:
 def measure(source: Path, commit: str, log: Path) -> dict:
     """Clone `source` at `commit`, run its .ci/run with a new uv cache, and measure it."""
     probe = speed_probe()
+    # the commit as it is now: a commit made while the suite runs is not what it measured
+    commit = subprocess.run(["git", "rev-parse", commit], cwd=source, text=True,
+                            capture_output=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="suite-time-") as work:
         clone = Path(work) / "clone"
         subprocess.run(["git", "clone", "-q", str(source), str(clone)], check=True)
@@ -150,8 +153,7 @@ def measure(source: Path, commit: str, log: Path) -> dict:
         sampler.stopped.set()
         sampler.join()
     last = re.findall(r"=+ (.*) in ([\d.]+)s", log.read_text())
-    return {"commit": subprocess.run(["git", "rev-parse", commit], cwd=source, text=True,
-                                     capture_output=True).stdout.strip(),
+    return {"commit": commit,
             "exit_code": code, "wall_s": round(wall, 1),
             "pytest_s": float(last[-1][1]) if last else None,
             "pytest_result": last[-1][0] if last else None,
