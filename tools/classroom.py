@@ -78,10 +78,11 @@ def in_language(path: Path, language: str | None) -> nbformat.NotebookNode:
     from tools.i18n import catalogs
     from tools.i18n.cells import translate_notebook
 
-    po = catalogs.catalog_dir(language) / f"{path.stem}.po"
-    if not po.is_file():
-        raise SystemExit(f"{path.stem}: no {language} catalog ({po})")
-    translation, _, missing = translate_notebook(nb, catalogs.read(po, language), language)
+    catalog = catalogs.page_catalog(path.stem, language)
+    if catalog is None:
+        raise SystemExit(f"{path.stem}: no {language} catalog "
+                         f"({catalogs.catalog_dir(language)})")
+    translation, _, missing = translate_notebook(nb, catalog, language)
     if missing:
         raise SystemExit(f"{path.stem}: {len(missing)} blocks have no {language} "
                          f"translation, the first: {missing[0]!r} (make i18n-update)")

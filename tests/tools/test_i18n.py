@@ -11,8 +11,7 @@ import pytest
 
 from tools import glossary, site
 from tools.i18n import catalogs
-from tools.i18n.cells import (catalog_lookup, notebook_msgids, translate_cell,
-                              translate_notebook, units)
+from tools.i18n.cells import notebook_msgids, translate_cell, translate_notebook, units
 
 pytestmark = pytest.mark.docs
 
@@ -90,7 +89,7 @@ def test_a_markdown_pages_blocks_are_the_msgids_sphinx_extracts(stem, pots):
                          ids=lambda p: p.stem)
 def test_the_chinese_markdown_page_keeps_its_code_blocks_and_no_english_block(path):
     source = MARKDOWN_PAGES[path.stem].read_text(encoding="utf-8")
-    chinese, done, missing = translate_cell(source, catalog_lookup(catalogs.read(path)))
+    chinese, done, missing = translate_cell(source, catalogs.lookup(catalogs.read(path)))
     assert done > 0 and not missing, missing
     fences = re.compile(r"^```.*?^```", re.S | re.M)
     assert fences.findall(chinese) == fences.findall(source)

@@ -12,19 +12,19 @@ from helpers.paths import build_dir
 from helpers.runtime.files import atomic_write
 from tools import site
 from tools.i18n import catalogs
-from tools.i18n.cells import catalog_lookup, translate_cell, translate_notebook
+from tools.i18n.cells import translate_cell, translate_notebook
 
 
 def markdown_pages(out: Path) -> list[str]:
     """The kit's page and the run page in Chinese, into `out` (kit.md, run.md)."""
     lines = []
     for stem, source in ((site.KIT_STEM, site.KIT_PAGE), (site.RUN_STEM, site.RUN_PAGE)):
-        po = catalogs.catalog_dir() / f"{stem}.po"
-        if not po.is_file():
+        catalog = catalogs.page_catalog(stem)
+        if catalog is None:
             lines.append(f"{stem:<30} no catalog yet: English only")
             continue
         text, done, missing = translate_cell(source.read_text(encoding="utf-8"),
-                                             catalog_lookup(catalogs.read(po)))
+                                             catalogs.lookup(catalog))
         atomic_write(out / f"{stem}.md", text)
         lines.append(f"{stem:<30} {done} blocks in Chinese, {len(missing)} in English")
     return lines
@@ -37,12 +37,11 @@ def notebooks(out: Path) -> list[str]:
     out = out / "notebooks"
     written = set()
     for path in catalogs.pages():
-        po = catalogs.catalog_dir() / f"{path.stem}.po"
-        if not po.is_file():
+        catalog = catalogs.page_catalog(path.stem)
+        if catalog is None:
             lines.append(f"{path.stem:<30} no catalog yet: English only")
             continue
-        zh, done, missing = translate_notebook(nbformat.read(path, as_version=4),
-                                               catalogs.read(po))
+        zh, done, missing = translate_notebook(nbformat.read(path, as_version=4), catalog)
         atomic_write(out / path.name, nbformat.writes(zh) + "\n")
         written.add(path.name)
         lines.append(f"{path.stem:<30} {done} blocks in Chinese, {len(missing)} in English")

@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_dir
@@ -78,6 +79,18 @@ def write_site_template(pot_dir: Path) -> Path:
 def read(path: Path, language: str = LANGUAGE) -> Catalog:
     with open(path, "rb") as handle:
         return read_po(handle, locale=language)
+
+
+def page_catalog(page: str, language: str = LANGUAGE) -> Catalog | None:
+    """The `language` catalog of `page` (a notebook's stem, kit, run, site), or None."""
+    path = catalog_dir(language) / f"{page}.po"
+    return read(path, language) if path.is_file() else None
+
+
+def lookup(catalog: Catalog) -> Callable[[str], str | None]:
+    """msgid -> msgstr, never a fuzzy or empty one (as Sphinx's compiled .mo)."""
+    table = {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
+    return table.get
 
 
 def _text(catalog: Catalog) -> bytes:

@@ -25,6 +25,8 @@ from markdown_it.renderer import RendererHTML
 from myst_parser.config.main import MdParserConfig
 from myst_parser.parsers.mdit import create_md_parser
 
+from tools.i18n import catalogs
+
 # book/conf.py: myst_enable_extensions = ["colon_fence"]
 _MD = create_md_parser(MdParserConfig(enable_extensions={"colon_fence"}), RendererHTML)
 _BLOCK_OPEN = {"paragraph_open", "heading_open"}
@@ -141,18 +143,12 @@ def translate_cell(source: str, lookup: Callable[[str], str | None]
     return (out if trailing else out[:-1]), done, missing[::-1]
 
 
-def catalog_lookup(catalog: Catalog) -> Callable[[str], str | None]:
-    """msgid -> msgstr, never a fuzzy or empty one (as Sphinx's compiled .mo)."""
-    table = {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
-    return table.get
-
-
 def translate_notebook(nb: nbformat.NotebookNode, catalog: Catalog, language: str = "zh_CN"
                        ) -> tuple[nbformat.NotebookNode, int, list[str]]:
     """A copy of `nb` with every markdown cell translated; code cells are the same objects'
     copies, byte for byte. Returns (notebook, translated units, missing msgids)."""
     out = copy.deepcopy(nb)
-    lookup = catalog_lookup(catalog)
+    lookup = catalogs.lookup(catalog)
     done, missing = 0, []
     for cell in out.cells:
         if cell.cell_type != "markdown":

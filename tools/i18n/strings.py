@@ -23,12 +23,9 @@ def N_(text: str) -> str:
 
 
 @functools.cache
-def _table(language: str) -> dict[str, str]:
-    path = catalogs.catalog_dir(language) / f"{CATALOG}.po"
-    if not path.is_file():
-        return {}
-    return {m.id: m.string for m in catalogs.read(path, language)
-            if m.id and m.string and not m.fuzzy}
+def _lookup(language: str):
+    catalog = catalogs.page_catalog(CATALOG, language)
+    return catalogs.lookup(catalog) if catalog is not None else lambda _: None
 
 
 def translated(text: str, language: str | None) -> str:
@@ -36,7 +33,7 @@ def translated(text: str, language: str | None) -> str:
     naming it: run `make i18n-update` and translate it."""
     if language in (None, "en"):
         return text
-    found = _table(language).get(text)
+    found = _lookup(language)(text)
     if found is None:
         raise KeyError(f"not in the {language} {CATALOG} catalog: {text!r} "
                        "(make i18n-update, then translate it)")
