@@ -15,7 +15,7 @@ PYTHON := $(ENV_DIR)/bin/python
 INSTALLED := $(ENV_DIR)/.nccl-notebooks-installed
 PYTEST_ARGS ?=
 
-.PHONY: help install install-mpi install-slurm slurm-check html slides student test test-quick lint lab gpu-check images bench compare shared-cells i18n-update notebooks-zh lab-zh student-zh clean
+.PHONY: help install install-mpi install-slurm slurm-check html slides student test test-quick lint lab gpu-check images bench compare shared-cells i18n-update notebooks-zh lab-zh student-zh slides-zh clean
 
 help:
 	@echo "make html        execute every notebook, write build/html/index.html"
@@ -40,6 +40,7 @@ help:
 	@echo "make notebooks-zh  the Chinese notebooks (build/zh_CN/notebooks), kit and run pages"
 	@echo "make lab-zh      JupyterLab on the Chinese notebooks (中文笔记本)"
 	@echo "make student-zh  the student copies in Chinese, in build/zh_CN/student"
+	@echo "make slides-zh   the slides in Chinese (after make html), in build/zh_CN/slides"
 	@echo "(environment: $(ENV_DIR))"
 
 $(ENV_DIR)/bin/python:
@@ -82,6 +83,9 @@ student: $(INSTALLED)
 
 student-zh: $(INSTALLED)
 	$(PYTHON) -m tools.classroom student --language zh_CN
+
+slides-zh: html
+	$(PYTHON) -m tools.classroom slides --language zh_CN
 
 test: lint
 	$(PYTHON) -m pytest $(PYTEST_ARGS)

@@ -31,6 +31,7 @@ import html
 import math
 import re
 import struct
+import unicodedata
 
 import nbformat
 
@@ -58,10 +59,16 @@ def _plain(markdown: str) -> str:
     return re.sub(r"[*`]", "", re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown)).strip()
 
 
+def columns(text: str) -> int:
+    """How many characters wide `text` is: a Chinese character (East Asian wide or full
+    width) takes two, as it does in the slides' fonts."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
 def _row_height(cells: list[str], chars: int, line_px: int) -> int:
     """A table row's height: its tallest cell, wrapped in an equal share of the width."""
     share = max(chars // max(len(cells), 1) - 2, 4)
-    return max(math.ceil(max(len(c), 1) / share) for c in cells) * line_px + 10
+    return max(math.ceil(max(columns(c), 1) / share) for c in cells) * line_px + 10
 
 
 def _md_lines(block: str) -> list[str]:
@@ -96,7 +103,7 @@ def md_height(text: str) -> int:
                     cells = [_plain(c) for c in line.strip().strip("|").split("|")]
                     height += _row_height(cells, TEXT_CHARS, TEXT_LINE_PX)
             else:
-                height += math.ceil(max(len(_plain(line)), 1) / TEXT_CHARS) * TEXT_LINE_PX
+                height += math.ceil(max(columns(_plain(line)), 1) / TEXT_CHARS) * TEXT_LINE_PX
         height += 16                                     # the paragraph's margin
     return height
 

@@ -7,9 +7,15 @@ from disk with no network.
 """
 from __future__ import annotations
 
+import functools
 import html
 
+from tools.i18n import catalogs
+from tools.i18n.strings import N_, translated
 from tools.site import Entry, grouped
+
+FIRST, LAST, ALL = N_("first notebook"), N_("last notebook"), N_("All notebooks")
+SERIES, CONTENTS = N_("series"), N_("contents")      # the bars' aria-labels
 
 NAV_STYLE = """
 .series-bar,.series-toc{font-family:system-ui,sans-serif;font-size:.92rem;line-height:1.4}
@@ -26,30 +32,54 @@ NAV_STYLE = """
 """
 
 
-def _link(entry: Entry | None, rel: str, suffix: str) -> str:
+def _link(entry: Entry | None, rel: str, suffix: str, language: str | None) -> str:
     arrow_before, arrow_after = ("← ", "") if rel == "prev" else ("", " →")
     if entry is None:
-        return f'<span class="none">{arrow_before}{"first" if rel == "prev" else "last"}' \
-               f" notebook{arrow_after}</span>"
+        end = translated(FIRST if rel == "prev" else LAST, language)
+        return f'<span class="none">{arrow_before}{end}{arrow_after}</span>'
     return (f'<a rel="{rel}" href="{entry.stem}{suffix}">'
             f"{arrow_before}{html.escape(entry.title)}{arrow_after}</a>")
 
 
-def bar(entries: list[Entry], current: str, index_href: str, suffix: str) -> str:
+def bar(entries: list[Entry], current: str, index_href: str, suffix: str,
+        language: str | None = None) -> str:
+    """Previous deck · the book's index · next deck; its words in `language`."""
     stems = [e.stem for e in entries]
     i = stems.index(current)
     prev = entries[i - 1] if i > 0 else None
     nxt = entries[i + 1] if i + 1 < len(entries) else None
-    return (f'<nav class="series-bar" aria-label="series">'
-            f'{_link(prev, "prev", suffix)}'
-            f'<a rel="index" href="{index_href}">All notebooks</a>'
-            f'{_link(nxt, "next", suffix)}</nav>')
+    return (f'<nav class="series-bar" aria-label="{translated(SERIES, language)}">'
+            f'{_link(prev, "prev", suffix, language)}'
+            f'<a rel="index" href="{index_href}">{translated(ALL, language)}</a>'
+            f'{_link(nxt, "next", suffix, language)}</nav>')
 
 
-def contents(entries: list[Entry], current: str, suffix: str) -> str:
-    """The grouped table of contents, `current` (a stem) marked."""
-    parts = ['<nav class="series-toc" id="series-contents" aria-label="contents">']
+@functools.cache
+def _index(language: str):
+    catalog = catalogs.page_catalog("index", language)
+    return catalogs.lookup(catalog) if catalog is not None else lambda _: None
+
+
+def group_name(name: str, language: str | None) -> str:
+    """A group's name (notebooks/series.toml) in `language`, as the index page's catalog
+    has it; a name it lacks raises, naming it."""
+    if language in (None, "en"):
+        return name
+    found = _index(language)(name)
+    if found is None:
+        raise KeyError(f"not in the {language} index catalog: the group {name!r} "
+                       "(make i18n-update, then translate it)")
+    return found
+
+
+def contents(entries: list[Entry], current: str, suffix: str,
+             language: str | None = None) -> str:
+    """The grouped table of contents, `current` (a stem) marked; the groups' names in
+    `language` (as the index page has them: its catalog)."""
+    parts = ['<nav class="series-toc" id="series-contents" '
+             f'aria-label="{translated(CONTENTS, language)}">']
     for name, members in grouped(entries):
+        name = group_name(name, language)
         marked = ' aria-current="page"'
         items = "".join(
             f'<li><a href="{e.stem}{suffix}"{marked if e.stem == current else ""}>'
@@ -66,10 +96,11 @@ SLIDE_STYLE = ".reveal .series-bar{font-size:20px;margin:0 0 12px}" \
 
 
 def with_slide_nav(page: str, entries: list[Entry], current: str,
-                   index_href: str = "../html/index.html") -> str:
+                   index_href: str = "../html/index.html", language: str | None = None) -> str:
     """Slides `page` with the bar on its title slide (above the title) and the contents (to
     the other decks) on a sub-slide of their own, the last below the title slide (the
-    title's own sub-slides, the rest of its bullets, come first)."""
+    title's own sub-slides, the rest of its bullets, come first); their words in
+    `language`."""
     start = page.find('<div class="slides">')
     first = page.find("<section", start)
     first = page.find("<section", first + 1)          # the title's (vertical) slide
@@ -81,6 +112,6 @@ def with_slide_nav(page: str, entries: list[Entry], current: str,
     while page[last:].lstrip().startswith("<section"):
         last = page.find("</section>", last) + len("</section>")
     return (page[:opened] + f"<style>{NAV_STYLE}{SLIDE_STYLE}</style>"
-            + bar(entries, current, index_href, ".slides.html") + page[opened:last]
-            + "<section>" + contents(entries, current, ".slides.html") + "</section>"
+            + bar(entries, current, index_href, ".slides.html", language) + page[opened:last]
+            + "<section>" + contents(entries, current, ".slides.html", language) + "</section>"
             + page[last:])

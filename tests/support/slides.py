@@ -1,6 +1,6 @@
 """Every slide of a deck in headless Chromium at 1280×720, as a projector shows it.
 
-`check_deck(stem, nb)` makes the deck of an executed notebook with tools.classroom, opens it
+`check_deck(stem, nb)` makes the deck of an executed notebook with tools.slide_deck, opens it
 from disk with the network cut and visits every slide and sub-slide (reveal.js's own
 `slide(h, v)`). On each it measures what the room would see: every element inside the
 slide's 1280×720 box (nothing cut, nothing taller or wider than the slide), every slide
@@ -90,7 +90,7 @@ def _folder() -> Path:
     """This process's folder for decks, with reveal.js, require.js and jQuery in vendor/."""
     if "folder" not in _cache:
         from helpers.paths import build_dir
-        from tools.classroom import vendor_reveal
+        from tools.slide_deck import vendor_reveal
 
         folder = Path(tempfile.mkdtemp(prefix="decks-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
@@ -147,7 +147,7 @@ def check_deck(stem: str, nb: nbformat.NotebookNode) -> dict:
         if os.environ.get("CI"):
             raise
         return {}
-    from tools.classroom import deck_html
+    from tools.slide_deck import deck_html
 
     folder = _folder()
     start = time.perf_counter()

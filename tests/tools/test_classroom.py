@@ -180,6 +180,10 @@ def test_slides_are_built_offline_from_executed_notebooks(tmp_path, monkeypatch)
     assert page.count("<section") >= n_slides
     assert "rank 0 ✓" in page and "data:image/png;base64," in page
     assert "MathJax" not in page        # left out, and nothing that calls it either
+    chinese = run("tools.classroom", "slides", "--language", "zh_CN")
+    assert chinese.returncode == 0, chinese.stderr
+    _the_chinese_decks_are_the_english_ones_in_chinese(tmp_path / "build",
+                                                       ["01_scatter", "05_all_reduce"])
 
     # In a real browser, from disk, with the network cut: reveal.js starts and shows slides.
     with browser.chromium() as chromium:
@@ -220,6 +224,78 @@ def test_slides_are_built_offline_from_executed_notebooks(tmp_path, monkeypatch)
         "subslide") + 1
     assert stepped["last"], stepped
     assert not stepped["errors"], stepped["errors"]
+
+
+def _text(markup: str) -> str:
+    """What HTML shows, its whitespace left out (a Chinese line break shows none)."""
+    import html
+
+    return re.sub(r"\s+", "", html.unescape(re.sub(r"<[^>]+>|¶", "", markup)))
+
+
+def _markdown_cells(page: str) -> list[str]:
+    """The HTML of each markdown cell of a deck."""
+    cells = page.split('<div class="jp-Cell jp-MarkdownCell')[1:]
+    return [re.split(r'<div class="jp-Cell |</section>', cell.split(">", 1)[1])[0]
+            for cell in cells]
+
+
+def _the_chinese_decks_are_the_english_ones_in_chinese(build: Path, stems: list[str]) -> None:
+    """build/zh_CN/slides: per deck, the markdown is the catalog's Chinese, no English prose
+    sentence is left, the code and outputs (every <pre>, every image) are the English
+    deck's; the navigation's words and titles are Chinese and it links the Chinese decks."""
+    from markdown_it import MarkdownIt
+    from tools.classroom import in_language
+    from tools.i18n import catalogs
+    from tools.i18n.cells import notebook_msgids
+    from tools import site, slide_nav
+    from tools.site import notebook_summary
+
+    render = MarkdownIt("commonmark", {"html": True}).enable("table")
+    titles = [notebook_summary(in_language(NOTEBOOKS / f"{stem}.ipynb", "zh_CN"), stem)[0]
+              for stem in stems]
+    for stem in stems:
+        english = (build / "slides" / f"{stem}.slides.html").read_text()
+        chinese = (build / "zh_CN" / "slides" / f"{stem}.slides.html").read_text()
+        assert '<html lang="zh">' in chinese
+        assert re.findall(r"<pre.*?</pre>", chinese, flags=re.S) == \
+            re.findall(r"<pre.*?</pre>", english, flags=re.S) != []
+        assert re.findall(r"data:image/png;base64,[^\"']+", chinese) == \
+            re.findall(r"data:image/png;base64,[^\"']+", english) != []
+        zh_cells, en_cells = _markdown_cells(chinese), _markdown_cells(english)
+        assert len(zh_cells) == len(en_cells) > 5
+        shown, shown_en = _text("".join(zh_cells)), _text("".join(en_cells))
+        table = catalogs.lookup(catalogs.page_catalog(stem))
+        nb = nbformat.read(build / "executed" / f"{stem}.ipynb", as_version=4)
+        prose = [m for m in notebook_msgids(nb) if not catalogs.names_only(m)]
+        # the blocks on the English slides (not the speaker notes, not skipped cells)
+        on_slides = [m for m in prose if _text(render.renderInline(m)) in shown_en]
+        assert len(on_slides) > 0.8 * len(prose) > 10, (len(on_slides), len(prose))
+        missing = [m for m in on_slides if _text(render.renderInline(table(m))) not in shown]
+        assert not missing, f"{stem}: these blocks' Chinese is not on its slides: {missing}"
+        sentences = [s for en in en_cells
+                     for s in re.split(r"(?<=[.:;])\s", " ".join(re.sub(r"<[^>]+>", "",
+                                                                          en).split()))
+                     if len(re.findall(r"\b[a-z]{2,}\b", s)) >= 6]
+        left = [s for s in sentences if _text(s) in shown]
+        assert sentences and not left, f"{stem}: English prose on the Chinese slides: {left}"
+        bar = re.search(r'<nav class="series-bar".*?</nav>', chinese).group(0)
+        toc = re.search(r'<nav class="series-toc".*?</nav>', chinese).group(0)
+        # the Chinese site's index where `make html` built one, else the English one
+        index = re.search(r'rel="index" href="([^"]+)">全部笔记本<', bar).group(1)
+        site_zh = build / "html" / "zh_CN" / "index.html"
+        assert (build / "zh_CN" / "slides" / index).resolve() == (
+            site_zh if site_zh.is_file() else build / "html" / "index.html").resolve()
+        assert (build / "zh_CN" / "slides" / index).is_file()
+        assert re.findall(r'href="([^"]+)"[^>]*>([^<]+)</a>', toc) == \
+            [(f"{s}.slides.html", t) for s, t in zip(stems, titles)]
+        groups = list(dict.fromkeys(site.group_name(s) for s in stems))
+        assert re.findall(r"<h2>([^<]+)</h2>", toc) == [slide_nav.group_name(g, "zh_CN")
+                                                        for g in groups]
+        assert not set(groups) & set(re.findall(r"<h2>([^<]+)</h2>", toc))
+        assert 'aria-label="目录"' in toc
+        for other in stems:
+            assert (build / "zh_CN" / "slides" / f"{other}.slides.html").is_file()
 
 
 def _laid_out(executed: Path) -> list[str]:
@@ -303,3 +379,52 @@ def test_the_chinese_student_copies_are_the_english_ones_in_chinese(tmp_path):
 def test_a_language_without_a_catalog_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match="no xx catalog"):
         make_student(tmp_path, "xx")
+
+
+def test_the_chinese_decks_are_cut_where_the_english_ones_are():
+    """Every notebook's Chinese deck has the English deck's pieces, in order (the marks
+    carried to the translation: tools.slide_deck.carried_breaks), and no piece of its
+    markdown is a block the catalog translates (so none was left English by a cut)."""
+    from tools.i18n import catalogs
+    from tools.i18n.cells import notebook_msgids
+    from tools.slide_deck import deck_notebook
+    from tools.slide_layout import layout
+
+    cut = 0
+    for path in MASTERS:
+        nb = nbformat.read(path, as_version=4)
+        english, chinese = layout(nb), layout(deck_notebook(nb, path.stem, "zh_CN"))
+        # the same pieces (where one starts a sub-slide follows the room each text takes)
+        assert [(c.cell_type, c.get("id")) for c in chinese.cells] == \
+            [(c.cell_type, c.get("id")) for c in english.cells], path.stem
+        prose = {m for m in notebook_msgids(nb) if not catalogs.names_only(m)}
+        left = prose & set(notebook_msgids(chinese))
+        assert not left, f"{path.stem}: English blocks on the Chinese slides: {left}"
+        cut += sum(len(c.metadata.get("slides", {}).get("breaks", [])) for c in nb.cells
+                   if c.cell_type == "markdown")
+    assert cut > 10
+
+
+def test_a_break_inside_a_paragraph_goes_to_the_nearest_sentence_end_of_its_translation():
+    from tools.slide_deck import carried_breaks
+
+    english = "## A heading\n\nOne line.\nTwo lines.\nThree.\nFour.\n\n- an item\n- another"
+    chinese = "## 标题\n\n一行。两行。三。四。\n\n- 一项\n- 另一项"
+    # cut after "Two lines." (half the paragraph), and before the list's second item
+    text, breaks = carried_breaks(english, chinese, [4, 8])
+    assert text.split("\n") == ["## 标题", "", "一行。两行。", "三。四。", "", "- 一项", "- 另一项"]
+    assert breaks == [3, 6]
+    assert carried_breaks(english, "## 标题\n\n一行两行三四\n\n- 一项\n- 另一项", [4]) == \
+        ("## 标题\n\n一行两行三四\n\n- 一项\n- 另一项", [])      # no sentence end: whole
+
+
+def test_a_chinese_deck_of_a_page_the_catalog_does_not_cover_is_a_clear_error():
+    from tools.slide_deck import CDN, deck_html
+
+    nb = nbformat.read(NOTEBOOKS / "01_scatter.ipynb", as_version=4)
+    nb.cells.insert(3, nbformat.v4.new_markdown_cell("A paragraph no catalog holds."))
+    with pytest.raises(SystemExit, match=r"01_scatter: 1 blocks have no zh_CN translation, "
+                                         r"the first: 'A paragraph no catalog holds.'"):
+        deck_html(nb, "01_scatter", CDN, language="zh_CN")
+    with pytest.raises(SystemExit, match="01_scatter: no xx catalog"):
+        deck_html(nb, "01_scatter", CDN, language="xx")
