@@ -185,15 +185,69 @@ def analyze(traces: dict[int, dict | None], world_size: int, *flags: str,
     `flags` (e.g. "--allow-incomplete-ranks", "-j"); bounded by ANALYZER_TIMEOUT_S."""
     with tempfile.TemporaryDirectory(prefix="fr-") as folder:
         write_dumps(traces, Path(folder), world_size, fix=fix)
-        cmd = [sys.executable, "-m", ANALYZER, folder, "-p", PREFIX, *flags]
+        argv = [ANALYZER, folder, "-p", PREFIX, *flags]
         shown = f"python -m {ANALYZER} DUMPS -p {PREFIX} {' '.join(flags)}".strip()
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True,
-                                  timeout=ANALYZER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+        done = _run_as_main(argv, Path(folder), ANALYZER_TIMEOUT_S)
+        if done is None:
             return AnalyzerRun(shown, -1, f"(no answer after {ANALYZER_TIMEOUT_S:g} s)")
-        output = (done.stdout + done.stderr).replace(folder, "DUMPS")
-        return AnalyzerRun(shown, done.returncode, output)
+        returncode, output = done
+        return AnalyzerRun(shown, returncode, output.replace(folder, "DUMPS"))
+
+
+def _run_as_main(argv: list[str], folder: Path, timeout_s: float) -> tuple[int, str] | None:
+    """`python -m argv[0] argv[1:]`: its exit code and its stdout then stderr; None when it
+    ran past `timeout_s`. A child of this process's forkserver where there is one (the
+    server imported torch already: a fork instead of a new `python` importing torch, a
+    second each time), else a new `python`."""
+    from helpers.runtime import start_method
+    from helpers.runtime.disposable_rank import PRELOAD
+
+    if not start_method.forkserver_usable():
+        cmd = [sys.executable, "-m", *argv]
+        try:
+            ran = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+        return ran.returncode, ran.stdout + ran.stderr
+    out, err = folder / "stdout.txt", folder / "stderr.txt"
+    for path in (out, err):     # there, empty, should the child end before it writes
+        path.write_text("")
+    child = start_method.forkserver_context(PRELOAD).Process(
+        target=_module_as_main, args=(argv, str(out), str(err)))
+    child.start()
+    child.join(timeout_s)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        return None
+    return child.exitcode, out.read_text() + err.read_text()
+
+
+def _module_as_main(argv: list[str], stdout: str, stderr: str) -> None:
+    """In the forked child: what `python -m` does with `argv` (runpy.run_module as
+    __main__, sys.argv its arguments), fds 1 and 2 to the files `stdout` and `stderr`. An
+    uncaught exception prints its traceback from the module's own frame on (not this
+    function's nor runpy's) and exits 1, as Python does; multiprocessing turns SystemExit
+    into the exit code as Python does."""
+    import importlib.util
+    import os
+    import runpy
+    import traceback
+
+    for fd, path in ((1, stdout), (2, stderr)):
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+    sys.argv = list(argv)
+    try:
+        runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+    except SystemExit:
+        raise
+    except BaseException as err:
+        module_file = importlib.util.find_spec(argv[0]).origin
+        tb = err.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != module_file:
+            tb = tb.tb_next
+        traceback.print_exception(type(err), err, tb or err.__traceback__)
+        sys.exit(1)
 
 
 def summary(traces: dict[int, dict | None]) -> list[dict[str, Any]]:

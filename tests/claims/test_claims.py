@@ -1965,7 +1965,7 @@ CLAIMS: tuple[Claim, ...] = (
     seen28("28-gloo-dump-unreadable", "c11",
            "gloo leaves the names in the dump's group table (`pg_config`) empty"),
     seen28("28-fixed-dump-clean", "c11", "the analyzer reads them and\nfinds nothing wrong"),
-    seen28("28-others-time-out", "c13", "The others wait the 5 s timeout, then raise"),
+    seen28("28-others-time-out", "c13", "The others wait the 3 s timeout, then raise"),
     seen28("28-missing-rank-named", "c19", "which\nrank is missing from collective #4"),
     seen28("28-buffer-outlives-group", "c19", "keep the old group's entries\nin their buffer"),
     seen28("28-type-mismatch-reported", "c26",
