@@ -17,6 +17,7 @@ from pathlib import Path
 
 from helpers.paths import REPO_ROOT
 from tools.dependencies import RUNNING
+from tools.i18n.strings import N_
 
 NAME = "nccl-notebooks.zip"
 FOLDER = "nccl-notebooks"
@@ -28,7 +29,7 @@ TREES = ("helpers",)                         # whole: `pip install -e .` package
 NOT_RUN_FROM_IT = tuple(f"tools/{name}" for name in RUNNING)
 SKIPPED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 DATE = (2020, 1, 1, 0, 0, 0)                 # every member's: the same files, the same bytes
-NOTE = """\
+NOTE = N_("""\
 # The runnable series
 
 This folder holds what `make lab` needs to run the notebooks: notebooks/ (as committed,
@@ -43,7 +44,7 @@ With conda: `conda env create -f environment.yml`, `conda activate nccl-notebook
 
 The rest of the Makefile (`make html`, `make test`, `make slides`, `make student`,
 `make bench`) needs the whole repository: its tools/, tests/ and benchmarks/ are not here.
-"""
+""")
 
 
 def members(root: Path = REPO_ROOT) -> list[Path]:
@@ -74,16 +75,38 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes) -> None:
     archive.writestr(info, data)
 
 
-def write_archive(target: Path, root: Path = REPO_ROOT) -> Path:
-    """Write the zip of the runnable series to `target` (a temporary file, then renamed)."""
+def _in_language(name: str, data: bytes, language: str | None) -> bytes:
+    """A notebook of the series with its markdown in `language` (tools.i18n), where it has a
+    catalog; every other file as it is."""
+    if language in (None, "en") or not (name.startswith("notebooks/") and name.endswith(".ipynb")):
+        return data
+    import nbformat
+
+    from tools.i18n.catalogs import page_catalog
+    from tools.i18n.cells import translate_notebook
+
+    catalog = page_catalog(Path(name).stem, language)
+    if catalog is None:
+        return data
+    shown, _, _ = translate_notebook(nbformat.reads(data.decode(), as_version=4), catalog,
+                                     language)
+    return (nbformat.writes(shown) + "\n").encode()
+
+
+def write_archive(target: Path, root: Path = REPO_ROOT, language: str | None = None) -> Path:
+    """Write the zip of the runnable series to `target` (a temporary file, then renamed);
+    in `language`, its notebooks' markdown and its note translated."""
+    from tools.i18n.strings import translated
+
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as out, zipfile.ZipFile(out, "w") as archive:
-            _add(archive, "ARCHIVE.md", NOTE.encode())
+            _add(archive, "ARCHIVE.md", translated(NOTE, language).encode())
             for path in members(root):
-                _add(archive, path.as_posix(), (root / path).read_bytes())
+                name = path.as_posix()
+                _add(archive, name, _in_language(name, (root / path).read_bytes(), language))
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:

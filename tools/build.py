@@ -34,6 +34,7 @@ from helpers.paths import REPO_ROOT, build_dir
 from helpers.runtime.files import atomic_write
 from tools import site
 from tools.dependencies import dependencies
+from tools.i18n.strings import N_, translated
 from tools.thumbnails import CardError
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -91,8 +92,13 @@ def write_card_picture(stem: str, executed: Path) -> str:
     return ""
 
 
-def environment_stamp() -> str:
-    """What the pages were computed on: torch, backend, world size, GPUs or CPU, date.
+BACKEND, WORLD_SIZE, BUILT = N_("backend {backend}"), N_("world size {n}"), N_("built {when}")
+INVALID = N_("invalid settings ({error})")
+
+
+def environment_stamp(language: str | None = None) -> str:
+    """What the pages were computed on, in `language`: torch, backend, world size, GPUs or
+    CPU, date.
 
     torch is imported only to ask about GPUs (1.5 CPU-s): its version is the installed
     distribution's, which is what torch.__version__ reports."""
@@ -100,19 +106,23 @@ def environment_stamp() -> str:
 
     from helpers.runtime.config import resolve_config, visible_gpu_count
 
+    def said(text: str, **values: object) -> str:
+        return translated(text, language).format(**values)
+
     try:
         world_size, backend = resolve_config()
     except ValueError as err:
-        world_size, backend = "?", f"invalid settings ({err})"
+        world_size, backend = "?", said(INVALID, error=err)
     gpus = visible_gpu_count()
-    parts = [f"torch {version('torch')}", f"backend {backend}", f"world size {world_size}"]
+    parts = [f"torch {version('torch')}", said(BACKEND, backend=backend),
+             said(WORLD_SIZE, n=world_size)]
     if backend == "nccl" or gpus:
         import torch
     if backend == "nccl":
         parts.append("NCCL " + ".".join(map(str, torch.cuda.nccl.version())))
     parts.append(", ".join(torch.cuda.get_device_name(i) for i in range(gpus)) if gpus
                  else "CPU")
-    parts.append(f"built {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}")
+    parts.append(said(BUILT, when=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}"))
     return " · ".join(parts)
 
 
@@ -211,7 +221,8 @@ def finish_site(notebooks: list[Path], todo: list[Path], failed: list[str]) -> i
         if note:
             print(f"{page.name:<32} {note.strip()}", flush=True)
     try:
-        site.render(pages, HTML_DIR, THUMBS_DIR, environment_stamp())
+        site.render(pages, HTML_DIR, THUMBS_DIR,
+                    {language: environment_stamp(language) for language in site.LANGUAGES})
     except (RuntimeError, OSError, subprocess.SubprocessError) as err:
         print(f"the site was not rendered; build/html is as it was: {err}", file=sys.stderr)
         return 1

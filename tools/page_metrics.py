@@ -127,7 +127,8 @@ def measure_pages(executed: list[Path]) -> dict[str, dict]:
 
     with tempfile.TemporaryDirectory(prefix="page-metrics-") as tmp:
         html_dir = Path(tmp) / "html"
-        site.render(sorted(executed), html_dir, Path(tmp) / "thumbs", "page metrics")
+        site.render(sorted(executed), html_dir, Path(tmp) / "thumbs", "page metrics",
+                    languages=("en",))
         return measure(html_dir)
 
 

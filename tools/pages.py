@@ -35,9 +35,16 @@ import nbformat
 
 from helpers.runtime.folded import Folded
 from tools.exercises import check_cells, is_solution, student_stub
+from tools.i18n.strings import N_, fold_line, translated
 
-ANSWER_PROMPTS = {"code_prompt_show": "Show answer", "code_prompt_hide": "Hide answer"}
-CHECK_PROMPTS = {"code_prompt_show": "Show the check", "code_prompt_hide": "Hide the check"}
+ANSWER_PROMPTS = {"code_prompt_show": N_("Show answer"), "code_prompt_hide": N_("Hide answer")}
+CHECK_PROMPTS = {"code_prompt_show": N_("Show the check"),
+                 "code_prompt_hide": N_("Hide the check")}
+SHOW_CODE, HIDE_CODE = N_("Show code: {summary}"), N_("Hide code")
+CPP_LOG_LINE = N_("torch's C++ log on the engines: 1 line")
+CPP_LOG_LINES = N_("torch's C++ log on the engines: {n} lines")
+LONG_OUTPUT = N_("{first} … ({n} lines)")
+PLUMBING = N_("plumbing")     # the fold line of a plumbing cell that calls nothing
 # ipyparallel's stream of one %%px cell, sorted by engine: "[stdout:N] \n<lines>" per engine
 _ENGINE_BLOCK = re.compile(r"^\[stdout:(\d+)\] \n(.*?)(?=^\[stdout:\d+\] \n|\Z)",
                            flags=re.M | re.S)
@@ -50,23 +57,26 @@ LONG_LINES = 12           # a text output longer than this is folded under its f
 _COLUMNS = re.compile(r"\S {2,}\S.*\S {2,}\S")    # a row: two gaps of 2+ spaces
 
 
-def _tagged(cell: nbformat.NotebookNode, tag: str, prompts: dict[str, str]) -> None:
+def _tagged(cell: nbformat.NotebookNode, tag: str, prompts: dict[str, str],
+            language: str | None = None) -> None:
     tags = cell.metadata.setdefault("tags", [])
     if tag not in tags:
         tags.append(tag)
+    prompts = {key: translated(text, language) for key, text in prompts.items()}
     cell.metadata["mystnb"] = {**cell.metadata.get("mystnb", {}), **prompts}
 
 
-def fold_exercises(nb: nbformat.NotebookNode) -> int:
-    """Fold every exercise's answer and check; returns how many exercises were folded."""
+def fold_exercises(nb: nbformat.NotebookNode, language: str | None = None) -> int:
+    """Fold every exercise's answer and check (their prompts in `language`, None: English);
+    returns how many exercises were folded."""
     cells, folded = [], 0
     for i, cell in enumerate(nb.cells):
         if is_solution(cell):
             folded += 1
             for j in check_cells(nb.cells, i):
                 if nb.cells[j].get("outputs"):
-                    _tagged(nb.cells[j], "hide-output", CHECK_PROMPTS)
-            _tagged(cell, "hide-cell", ANSWER_PROMPTS)
+                    _tagged(nb.cells[j], "hide-output", CHECK_PROMPTS, language)
+            _tagged(cell, "hide-cell", ANSWER_PROMPTS, language)
             blank = nbformat.v4.new_code_cell(student_stub(cell))   # a fresh cell id
             blank.metadata["tags"] = ["exercise"]
             cells.append(blank)
@@ -112,8 +122,9 @@ def cpp_log(text: str) -> bool:
                                for line in lines) and any(_CPP_LOG.match(line) for line in lines)
 
 
-def fold_cpp_logs(nb: nbformat.NotebookNode) -> int:
-    """Fold every stderr output that is only C++ log lines; returns how many."""
+def fold_cpp_logs(nb: nbformat.NotebookNode, language: str | None = None) -> int:
+    """Fold every stderr output that is only C++ log lines, under a line in `language`;
+    returns how many."""
     folded = 0
     for cell in nb.cells:
         outputs = cell.get("outputs", []) if cell.cell_type == "code" else []
@@ -124,7 +135,8 @@ def fold_cpp_logs(nb: nbformat.NotebookNode) -> int:
                 lines = [line for line in out["text"].splitlines()
                          if line.strip() and not _ENGINE_HEADER.match(line)]
                 n, text = len(lines), "\n".join(lines) + "\n"
-                summary = f"torch's C++ log on the engines: {n} line{'s' * (n != 1)}"
+                summary = (translated(CPP_LOG_LINE, language) if n == 1
+                           else translated(CPP_LOG_LINES, language).format(n=n))
                 outputs[i] = nbformat.v4.new_output("display_data", data={
                     "text/plain": text, "text/html": Folded(summary, text).html()})
                 folded += 1
@@ -153,7 +165,7 @@ def is_text_table(text: str) -> bool:
     return best >= 3
 
 
-def shape_text_outputs(nb: nbformat.NotebookNode) -> int:
+def shape_text_outputs(nb: nbformat.NotebookNode, language: str | None = None) -> int:
     """Text outputs as a page shows them; returns how many were changed.
 
     A text table keeps its columns: one line per row in a box that scrolls sideways
@@ -173,7 +185,8 @@ def shape_text_outputs(nb: nbformat.NotebookNode) -> int:
                     if table else None)
             if len(lines) > LONG_LINES:
                 first = next(line for line in lines if line.strip()).strip()
-                markup = Folded(f"{first} … ({len(lines)} lines)", text, body).html()
+                line = translated(LONG_OUTPUT, language).format(first=first, n=len(lines))
+                markup = Folded(line, text, body).html()
             elif table:
                 markup = body
             else:
@@ -218,24 +231,50 @@ def called_names(source: str, most: int = 4) -> list[str]:
 
 def plumbing_summary(source: str) -> str:
     """The line a folded plumbing cell shows: its first comment, else what it calls."""
+    comment = _first_comment(source)
+    if comment:
+        return comment
+    names = called_names(source)
+    return ", ".join(names) if names else PLUMBING
+
+
+def comment_summaries(nb: nbformat.NotebookNode) -> list[str]:
+    """The fold lines of `nb`'s plumbing cells that are prose (a cell's first comment), in
+    order: what the pages' catalogs hold for them (tools.i18n.catalogs.extract)."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and PLUMBING_TAG in cell.metadata.get("tags", []):
+            summary = plumbing_summary(cell.source)
+            if summary == _first_comment(cell.source) and summary not in found:
+                found.append(summary)
+    return found
+
+
+def _first_comment(source: str) -> str | None:
     first = source.lstrip().split("\n", 1)[0].strip()
     if first.startswith("# ") and not first.startswith("# ✎"):
         return first[2:].strip()
-    names = called_names(source)
-    return ", ".join(names) if names else "plumbing"
+    return None
 
 
-def fold_plumbing(nb: nbformat.NotebookNode) -> int:
+def fold_plumbing(nb: nbformat.NotebookNode, language: str | None = None,
+                  page: str | None = None) -> int:
     """MyST-NB's `hide-input` on every code cell tagged `plumbing`, under a one-line
-    summary; returns how many."""
+    summary (in `language`: a comment's line from the catalog of `page`, names as they
+    are); returns how many."""
     folded = 0
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
         shown = not {"hide-input", "hide-cell", "hide-output"} & set(tags)   # an exercise's
         if cell.cell_type == "code" and PLUMBING_TAG in tags and shown:    # check keeps its own
             summary = plumbing_summary(cell.source)
-            _tagged(cell, "hide-input", {"code_prompt_show": f"Show code: {summary}",
-                                         "code_prompt_hide": "Hide code"})
+            if summary == _first_comment(cell.source):
+                summary = fold_line(summary, page, language)
+            elif summary == PLUMBING:
+                summary = translated(PLUMBING, language)
+            show = translated(SHOW_CODE, language).format(summary=summary)
+            _tagged(cell, "hide-input", {"code_prompt_show": show,
+                                         "code_prompt_hide": translated(HIDE_CODE, language)})
             folded += 1
     return folded
 
@@ -255,14 +294,16 @@ def fold_details(nb: nbformat.NotebookNode) -> int:
     return folded
 
 
-def as_page(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy of the executed notebook, ready for MyST-NB."""
-    page = copy.deepcopy(nb)
-    hide_scheme_code(page)
-    fold_exercises(page)
-    fold_plumbing(page)
-    fold_details(page)
-    quiet_engine_headers(page)
-    fold_cpp_logs(page)
-    shape_text_outputs(page)
-    return page
+def as_page(nb: nbformat.NotebookNode, language: str | None = None,
+            page: str | None = None) -> nbformat.NotebookNode:
+    """A copy of the executed notebook `page` (its stem), ready for MyST-NB, the lines the
+    folds show in `language` (None: English; Sphinx translates the markdown)."""
+    shown = copy.deepcopy(nb)
+    hide_scheme_code(shown)
+    fold_exercises(shown, language)
+    fold_plumbing(shown, language, page)
+    fold_details(shown)
+    quiet_engine_headers(shown)
+    fold_cpp_logs(shown, language)
+    shape_text_outputs(shown, language)
+    return shown

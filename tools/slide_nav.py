@@ -7,10 +7,8 @@ from disk with no network.
 """
 from __future__ import annotations
 
-import functools
 import html
 
-from tools.i18n import catalogs
 from tools.i18n.strings import N_, translated
 from tools.site import Entry, grouped
 
@@ -54,22 +52,10 @@ def bar(entries: list[Entry], current: str, index_href: str, suffix: str,
             f'{_link(nxt, "next", suffix, language)}</nav>')
 
 
-@functools.cache
-def _index(language: str):
-    catalog = catalogs.page_catalog("index", language)
-    return catalogs.lookup(catalog) if catalog is not None else lambda _: None
-
-
 def group_name(name: str, language: str | None) -> str:
     """A group's name (notebooks/series.toml) in `language`, as the index page's catalog
     has it; a name it lacks raises, naming it."""
-    if language in (None, "en"):
-        return name
-    found = _index(language)(name)
-    if found is None:
-        raise KeyError(f"not in the {language} index catalog: the group {name!r} "
-                       "(make i18n-update, then translate it)")
-    return found
+    return translated(name, language, page="index")
 
 
 def contents(entries: list[Entry], current: str, suffix: str,

@@ -70,3 +70,10 @@ document.addEventListener("DOMContentLoaded", () => {
   script.onload = annotate;
   document.head.appendChild(script);
 });
+
+// The language switch (_templates/series-language.html) keeps the reader's place: a heading
+// has the same id in every language (each is Sphinx's translation of the same English pages).
+document.addEventListener("click", (event) => {
+  const link = event.target.closest && event.target.closest("a.series-language");
+  if (link && window.location.hash) link.hash = window.location.hash;
+});

@@ -7,13 +7,17 @@ with the network cut, at 1280 and at 420 px: nothing may be requested from anywh
 no image may be broken, no script may fail, no terminal residue, build-machine path or C++
 log line may show, no exercise's answer or verdict may be visible before the reader unfolds
 it, no animation may open on an empty frame, the phone layout may not scroll sideways, and
-no page (with its own images) may weigh over 1 MB. Screenshots of each page at both widths
-go to build/screenshots/ ($TUTORIAL_BUILD_DIR/screenshots when set) for a person to look at.
+no page (with its own images) may weigh over 1 MB. The Chinese site (html/zh_CN/, the same
+executed notebooks) passes the same checks, holds no English prose paragraph, and keeps every
+heading's id. Screenshots of each page at both widths go to build/screenshots/
+($TUTORIAL_BUILD_DIR/screenshots when set; zh_CN-<page>-<width>.png for the Chinese) for a
+person to look at.
 """
 from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -27,6 +31,7 @@ from conftest import NOTEBOOKS, REPO
 from notebook_runner import run_bounded
 from page_checks import MACHINE_PATH
 from tools.exercises import student_stub
+from tools.i18n import catalogs
 
 # 00: a timeline animation (it opened on blank timelines) and per-rank lines; 05: a record
 # animation and an exercise; 11: a progress bar, folded tables and plots; 13: tracebacks
@@ -102,6 +107,11 @@ PAGE_JS = """() => ({
             }),
   cards: [...document.querySelectorAll('.series-card-text')]
          .map(e => [e.innerText, e.scrollHeight, e.clientHeight]),
+  // the page's prose: what the tools and the markdown wrote, not what the code printed
+  prose: [...document.querySelectorAll(
+            'main :is(p, h1, h2, h3, h4, li, td, th, summary, .bd-header-announcement)')]
+         .filter(e => !e.closest('.cell_output, .cell_input, pre, .highlight'))
+         .map(e => e.innerText.trim()).filter(t => t),
 })"""
 
 
@@ -115,9 +125,7 @@ def pages(html_dir, chromium, pytestconfig) -> dict[str, dict]:
     if reporter is not None:   # shown even when output is captured
         reporter.write_line(f"\n{message}")
     seen = {}
-    for path in sorted(html_dir.glob("*.html")):
-        if path.stem in ("genindex", "search"):
-            continue
+    for name, path in _site_pages(html_dir):
         for width in (1280, 420):
             context = chromium.new_context(viewport={"width": width, "height": 900})
             try:
@@ -127,9 +135,9 @@ def pages(html_dir, chromium, pytestconfig) -> dict[str, dict]:
                 page.goto(path.as_uri(), wait_until="load", timeout=PAGE_TIMEOUT_MS)
                 page.evaluate("() => document.fonts.ready.then(() => true)")
                 page.wait_for_timeout(300)   # late script errors, lazy layout
-                page.screenshot(path=str(shots / f"{path.stem}-{width}.png"), full_page=True,
-                                timeout=PAGE_TIMEOUT_MS)
-                seen[path.stem, width] = {
+                page.screenshot(path=str(shots / f"{name.replace('/', '-')}-{width}.png"),
+                                full_page=True, timeout=PAGE_TIMEOUT_MS)
+                seen[name, width] = {
                     **page.evaluate(PAGE_JS),
                     "outputs": page.eval_on_selector_all(   # what a reader sees of each
                         "div.cell_output", f"els => els.map(e => ({browser.VISIBLE_TEXT_JS})(e))"),
@@ -148,13 +156,23 @@ def pages(html_dir, chromium, pytestconfig) -> dict[str, dict]:
 
 
 ALL = ["index", "kit", "run", *BUILT]    # kit: the instructor's kit; run: how to run it
+ZH = "zh_CN"
+ZH_ALL = [f"{ZH}/{stem}" for stem in ALL]
+BOTH = ALL + ZH_ALL
 
 
-def test_every_built_notebook_has_a_page(pages):
-    assert {stem for stem, _ in pages} == set(ALL)
+def _site_pages(html_dir: Path) -> list[tuple[str, Path]]:
+    """(name, file) of every page of both sites: "05_all_reduce", "zh_CN/05_all_reduce"."""
+    return [(f"{prefix}{path.stem}", path)
+            for prefix, folder in (("", html_dir), (f"{ZH}/", html_dir / ZH))
+            for path in sorted(folder.glob("*.html")) if path.stem not in ("genindex", "search")]
 
 
-@pytest.mark.parametrize("stem", ALL)
+def test_every_built_notebook_has_a_page_in_both_languages(pages):
+    assert {stem for stem, _ in pages} == set(BOTH)
+
+
+@pytest.mark.parametrize("stem", BOTH)
 def test_page_loads_from_disk_with_no_network_and_no_error(pages, stem):
     for width in (1280, 420):
         page = pages[stem, width]
@@ -174,21 +192,22 @@ def test_the_page_title_is_the_notebook_heading(pages, stem):
     assert page["title"].startswith(heading + " "), page["title"]
 
 
-@pytest.mark.parametrize("stem", ALL)
+@pytest.mark.parametrize("stem", BOTH)
 def test_the_phone_layout_does_not_scroll_sideways(pages, stem):
     scroll, window = pages[stem, 420]["width"]
     assert scroll <= window, f"{stem}.html is {scroll} px wide in a {window} px window"
 
 
-@pytest.mark.parametrize("stem", ALL)
+@pytest.mark.parametrize("stem", BOTH)
 def test_no_page_weighs_over_1_mb_with_its_own_images(pages, html_dir, stem):
     page = pages[stem, 1280]
     own = {src for src in page["images"] if src and src.startswith("_images/")}
-    weight = page["path"].stat().st_size + sum((html_dir / src).stat().st_size for src in own)
+    folder = page["path"].parent
+    weight = page["path"].stat().st_size + sum((folder / src).stat().st_size for src in own)
     assert weight <= MAX_PAGE_BYTES, f"{stem}.html weighs {weight / 1e6:.2f} MB"
 
 
-@pytest.mark.parametrize("stem", ALL)
+@pytest.mark.parametrize("stem", BOTH)
 def test_no_terminal_residue_on_the_page(pages, stem):
     text = pages[stem, 1280]["text"]
     for name, pattern in [("ANSI escape", browser.ANSI), ("progress bar", browser.PROGRESS_BAR)]:
@@ -196,7 +215,7 @@ def test_no_terminal_residue_on_the_page(pages, stem):
         assert not found, f"{stem}.html shows {name} residue: {found[:3]}"
 
 
-@pytest.mark.parametrize("stem", BUILT)
+@pytest.mark.parametrize("stem", BUILT + [f"{ZH}/{s}" for s in BUILT])
 def test_no_output_holds_a_machine_path_or_a_cpp_warning(pages, stem):
     outputs = pages[stem, 1280]["outputs"]
     for name, pattern in [("build-machine path", MACHINE_PATH), ("C++ log line", CPP_LOG)]:
@@ -205,12 +224,12 @@ def test_no_output_holds_a_machine_path_or_a_cpp_warning(pages, stem):
         assert not found, f"{stem}.html shows {name}: {found[:3]}"
 
 
-@pytest.mark.parametrize("stem", BUILT)
+@pytest.mark.parametrize("stem", BUILT + [f"{ZH}/{s}" for s in BUILT])
 def test_no_exercise_answer_or_verdict_is_visible_before_it_is_unfolded(pages, stem):
     page = pages[stem, 1280]
     shown = VERDICT.findall(page["visible"])
     assert not shown, f"{stem}.html shows an exercise's verdict unasked: {shown}"
-    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    nb = nbformat.read(NOTEBOOKS / f"{stem.split('/')[-1]}.ipynb", as_version=4)
     for cell in nb.cells:
         if "solution" in cell.metadata.get("tags", []):
             # what the answer adds to the reader's empty cell
@@ -295,7 +314,7 @@ def test_debugging_page_shows_each_error_and_its_diagnosis(pages):
     assert "did not run this cell" in text and "its engine process died" in text
 
 
-@pytest.mark.parametrize("stem", ALL)
+@pytest.mark.parametrize("stem", BOTH)
 def test_the_contents_column_is_not_cut_at_1280_px(pages, stem):
     """Every visible entry of the right-hand contents ends inside the window and its box."""
     page = pages[stem, 1280]
@@ -305,9 +324,121 @@ def test_the_contents_column_is_not_cut_at_1280_px(pages, stem):
     assert not cut, f"{stem}.html: contents entries cut at 1280 px: {cut}"
 
 
+@pytest.mark.parametrize("index", ["index", f"{ZH}/index"])
 @pytest.mark.parametrize("width", [1280, 420])
-def test_the_index_cards_show_whole_sentences(pages, width):
-    cards = pages["index", width]["cards"]
+def test_the_index_cards_show_whole_sentences(pages, width, index):
+    cards = pages[index, width]["cards"]
     assert len(cards) == len(BUILT)
     for text, scroll, client in cards:
-        assert scroll <= client and text.rstrip()[-1] in ".!?", (text, scroll, client)
+        assert scroll <= client and text.rstrip()[-1] in ".!?。！？", (text, scroll, client)
+
+
+# ------------------------------------------------------------------ the Chinese site
+
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def english_prose(blocks: list[str], min_words: int = 4) -> list[str]:
+    """The blocks with no Chinese character and `min_words` English words or more."""
+    return [b for b in blocks if not CJK.search(b)
+            and len(re.findall(r"\b[A-Za-z]{2,}\b", b)) >= min_words]
+
+
+def test_the_english_prose_check_finds_english_and_passes_chinese_and_names():
+    assert english_prose(["What the picture shows, rank by rank", "每个 rank 都调用 all_reduce",
+                          "torch 2.13.0 · CPU", "05 · all_reduce"]) == \
+        ["What the picture shows, rank by rank"]
+
+
+@pytest.mark.parametrize("stem", ZH_ALL)
+def test_a_chinese_page_has_no_english_prose_paragraph(pages, stem):
+    """Outputs stay as the code printed them; every line the markdown or the tools wrote is
+    Chinese (a name or a number alone may stay as it is)."""
+    for width in (1280, 420):
+        left = english_prose(pages[stem, width]["prose"])
+        assert not left, f"{stem}.html at {width} px: English prose: {left[:5]}"
+
+
+@pytest.mark.parametrize("stem", BUILT)
+def test_the_chinese_page_title_is_the_catalogs_heading(pages, stem):
+    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+    heading = re.search(r"^# (.+)$", nb.cells[0].source, flags=re.M).group(1)
+    chinese = catalogs.lookup(catalogs.page_catalog(stem))(heading)
+    assert chinese, f"{stem}: its heading has no entry in its catalog"    # 05 · `all_reduce`
+    page = pages[f"{ZH}/{stem}", 1280]
+    assert page["h1"] == chinese.replace("`", "")
+    assert page["title"].startswith(page["h1"] + " "), page["title"]
+
+
+def _section_ids(path: Path) -> list[str]:
+    return re.findall(r'<section id="([^"]+)"', path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("stem", ALL)
+def test_every_heading_keeps_its_id_in_chinese(html_dir, stem):
+    """The switch can keep the reader's place, and kit.html#course-paths holds in both."""
+    english = _section_ids(html_dir / f"{stem}.html")
+    assert english and _section_ids(html_dir / ZH / f"{stem}.html") == english
+
+
+def test_the_language_switch_opens_the_same_place_in_the_other_language(html_dir, chromium):
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    browser.block_network(context)
+    page = context.new_page()
+    try:
+        place = _section_ids(html_dir / "05_all_reduce.html")[2]
+        english = html_dir / "05_all_reduce.html"
+        page.goto(f"{english.as_uri()}#{place}", wait_until="load")
+        page.click("a.series-language")
+        page.wait_for_load_state("load")
+        assert page.url == f"{(html_dir / ZH / '05_all_reduce.html').as_uri()}#{place}"
+        assert page.evaluate("document.documentElement.lang") == "zh-CN"
+        assert page.inner_text("a.series-language") == "English"
+        page.click("a.series-language")
+        page.wait_for_load_state("load")
+        assert page.url == f"{english.as_uri()}#{place}"
+    finally:
+        context.close()
+
+
+def test_chinese_search_finds_a_chinese_word_with_its_snippet(html_dir, chromium):
+    """Sphinx indexes Chinese only with jieba (sphinx.search.zh): a word of 05's Chinese."""
+    from tools import glossary
+
+    texts = " ".join(m.string for m in catalogs.page_catalog("05_all_reduce") if m.string)
+    word = max((t.chinese for t in glossary.load() if len(t.chinese) >= 2
+                and CJK.fullmatch(t.chinese[0]) and t.chinese.isalpha()),
+               key=texts.count)
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    browser.block_network(context)
+    page = context.new_page()
+    try:
+        page.goto((html_dir / ZH / "search.html").as_uri() + f"?q={word}", wait_until="load")
+        page.wait_for_selector("#search-results li p.context", timeout=20_000)
+        found = page.eval_on_selector_all(
+            "#search-results li", "els => els.map(e => [e.querySelector('a').href, "
+            "(e.querySelector('p.context') || {innerText: ''}).innerText])")
+    finally:
+        context.close()
+    hits = {Path(urlparse(url).path).name: snippet for url, snippet in found}
+    assert "05_all_reduce.html" in hits, (word, found)
+    assert word in hits["05_all_reduce.html"], (word, hits["05_all_reduce.html"])
+
+
+def test_the_chinese_download_is_the_notebook_as_it_ran_with_its_text_in_chinese(html_dir):
+    english, chinese = (nbformat.read(folder / "_sources" / "05_all_reduce.ipynb", as_version=4)
+                        for folder in (html_dir, html_dir / ZH))
+    assert [(c.cell_type, c.get("id")) for c in chinese.cells] == \
+        [(c.cell_type, c.get("id")) for c in english.cells]
+    for en, zh in zip(english.cells, chinese.cells):
+        if en.cell_type == "code":
+            assert (zh.source, zh.outputs) == (en.source, en.outputs), en.get("id")
+    assert any(c.get("outputs") for c in chinese.cells), "the download lost its outputs"
+    assert CJK.search(chinese.cells[0].source) and not CJK.search(english.cells[0].source)
+
+
+def test_chromium_has_a_chinese_font_to_lay_the_chinese_pages_out_with():
+    """Without one every Chinese character is an empty box, and the Chinese pages' layout
+    checks measure boxes (.ci/run installs fonts-wqy-microhei)."""
+    fonts = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True)
+    assert fonts.stdout.strip(), "no Chinese font: apt-get install fonts-wqy-microhei"

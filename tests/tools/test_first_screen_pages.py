@@ -6,7 +6,8 @@ cell (drawn before any rank starts) and the text under it. So the series' own pa
 built here from those first cells of every notebook (`python -m tools.build`: executed
 with a real kernel, rendered by Sphinx with the book's theme, as `make html` does), and
 opened in headless Chromium, network cut. The rest of a page comes after the first screen
-and cannot move it.
+and cannot move it. The Chinese pages (html/zh_CN/, their text from the same catalogs) are
+measured the same way.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from conftest import NOTEBOOKS, REPO
 from tools import series
 
 SCREEN = {"width": 1280, "height": 800}
+LANGUAGES = ["", "zh_CN"]      # the site's folder of each language: English at its root
 FIRST_CELLS = 3            # the title and bullets, the scheme, what the picture shows
 STEMS = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
@@ -70,22 +72,25 @@ def first_screens(html_dir) -> dict[str, dict]:
         foreign = browser.block_network(context)
         page = context.new_page()
         found = {}
-        for stem in STEMS:
-            page.goto((html_dir / f"{stem}.html").as_uri(), wait_until="load")
-            found[stem] = page.evaluate(FIRST_SCREEN_JS)
+        for folder in LANGUAGES:
+            for stem in STEMS:
+                page.goto((html_dir / folder / f"{stem}.html").as_uri(), wait_until="load")
+                found[folder, stem] = page.evaluate(FIRST_SCREEN_JS)
         context.close()
     assert not foreign, f"requests that left the disk: {foreign}"
     return found
 
 
 def test_every_page_is_measured(first_screens):
-    assert sorted(first_screens) == STEMS == list(series.load())
+    assert sorted(first_screens) == [(f, s) for f in LANGUAGES for s in STEMS]
+    assert STEMS == list(series.load())
 
 
+@pytest.mark.parametrize("folder", LANGUAGES, ids=["en", "zh_CN"])
 @pytest.mark.parametrize("stem", STEMS, ids=lambda s: s[:2])
 def test_the_first_screen_shows_the_title_the_bullets_and_the_whole_picture(first_screens,
-                                                                            stem):
-    screen = first_screens[stem]
+                                                                            stem, folder):
+    screen = first_screens[folder, stem]
     assert screen["top"] is not None, f"{stem}: no picture on the page"
     assert 0 <= screen["h1_top"] and screen["h1_bottom"] <= screen["top"], screen
     assert screen["bullets"] >= 3, f"{stem}: what you will learn is not above the picture"

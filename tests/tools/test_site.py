@@ -177,8 +177,9 @@ def test_each_page_offers_its_notebook_as_it_ran_and_copy_buttons(html_dir, tab)
     assert nav["copy"] >= 1, "no copy button on the code cells"
 
 
-def test_search_finds_a_page_from_disk(html_dir, tab):
-    tab.goto((html_dir / "search.html").as_uri() + "?q=hello", wait_until="load")
+@pytest.mark.parametrize("folder", ["", "zh_CN"])    # the Chinese site's search: jieba's
+def test_search_finds_a_page_from_disk(html_dir, tab, folder):
+    tab.goto((html_dir / folder / "search.html").as_uri() + "?q=hello", wait_until="load")
     tab.wait_for_selector("#search-results li a", timeout=20_000)
     found = tab.eval_on_selector_all("#search-results li a", "els => els.map(a => a.href)")
     assert {_name(u) for u in found} >= {f"{s}.html" for s in STEMS}, found
@@ -259,6 +260,31 @@ def test_card_summaries_are_first_sentences_ended_by_a_stop():
     for path in sorted((REPO / "notebooks").glob("[0-9]*.ipynb")):   # every real card
         summary = site.notebook_summary(nbformat.read(path, as_version=4), path.stem)[1]
         assert re.fullmatch(r"\S.*[^\s.][.!?]", summary), (path.stem, summary)
+
+
+
+def test_chinese_cards_are_first_sentences_from_each_pages_catalog():
+    assert site.first_sentence("每个 rank 都调用 `all_reduce`。第二句。") == "每个 rank 都调用 `all_reduce`。"
+    assert site.first_sentence("一句话，没有句号；") == "一句话，没有句号。"
+    for path in sorted((REPO / "notebooks").glob("[0-9]*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        title, summary = site.notebook_summary(nb, path.stem,
+                                               site.page_translation(path.stem, ZH))
+        english = site.notebook_summary(nb, path.stem)
+        assert re.fullmatch(r"\S[^。]*[^\s.。][。！？]", summary), (path.stem, summary)
+        assert title.startswith(english[0][:2]) and (title, summary) != english, path.stem
+
+
+def test_the_chinese_course_paths_are_the_kits_in_chinese_with_the_same_notebooks():
+    kit_text = site.KIT_PAGE.read_text()
+    english = site.course_paths(kit_text)
+    chinese = site.course_paths(kit_text, site.page_translation(site.KIT_STEM, ZH))
+    assert [[n for _, n in p.parts] for p in chinese] == [[n for _, n in p.parts] for p in english]
+    for path in chinese:
+        assert re.search(r"[\u4e00-\u9fff]", path.name + path.sentence), path
+        assert path.sentence.endswith("。") and "**" not in path.name, path
+    assert [label for p in chinese for label, _ in p.parts][2:] == \
+        [f"第 {d} 天" for d in range(1, 6)]
 
 
 def test_start_here_reads_the_kits_course_paths_as_the_kit_counts_them():
@@ -385,3 +411,52 @@ def test_the_first_screen_is_the_title_the_bullets_and_the_scheme_without_its_co
         context.close()
     assert found["learned"] <= found["top"] and found["bottom"] <= 800, found
     assert not found["code"], "the scheme cell's code is on the page"
+
+
+# ------------------------------------------------------------------ the Chinese site
+
+ZH = "zh_CN"
+SITE_PAGES = ["index", "kit", "run", "search", *STEMS]
+
+
+def _switch(path: Path) -> list[str]:
+    return re.findall(r'<a href="([^"]+)" class="btn btn-sm series-language"',
+                      path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("stem", SITE_PAGES)
+def test_every_page_links_the_same_page_in_the_other_language(html_dir, stem):
+    english, chinese = html_dir / f"{stem}.html", html_dir / ZH / f"{stem}.html"
+    assert _switch(english) == [f"{ZH}/{stem}.html"] and chinese.is_file()
+    assert _switch(chinese) == [f"../{stem}.html"]
+    assert 'lang="zh-CN"' in chinese.read_text(encoding="utf-8")[:400]
+
+
+def test_the_chinese_site_says_in_chinese_what_the_tools_write(html_dir, tab):
+    """The tiny pages have no catalog (their text stays English); what the tools write
+    around them is Chinese: the folds, the announcement, the buttons, the index's stamp."""
+    tab.goto((html_dir / ZH / "01_tiny.html").as_uri(), wait_until="load")
+    said = tab.evaluate("""() => ({
+        folds: [...document.querySelectorAll('details summary')].map(s => s.innerText.trim()),
+        top: document.querySelector('.bd-header-announcement').innerText,
+        buttons: [...document.querySelectorAll('.bd-header-article a[aria-label]')]
+                 .map(a => a.getAttribute('aria-label'))})""")
+    assert "显示答案" in said["folds"] and "显示检查" in said["folds"], said["folds"]
+    assert "下载可运行版系列" in said["top"], said["top"]
+    assert {"下载可运行版系列（.zip）", "自己动手运行"} <= set(said["buttons"]), said["buttons"]
+    stamp = (html_dir / ZH / "index.html").read_text(encoding="utf-8")
+    assert re.search(r'<p class="series-stamp">计算环境：torch [^<]*后端 ', stamp)
+
+
+def test_the_chinese_site_offers_the_runnable_series_with_chinese_notebooks(html_dir):
+    """The same files as the English zip; each notebook's markdown in Chinese, its code the
+    English notebook's, byte for byte."""
+    with zipfile.ZipFile(html_dir / archive.NAME) as en, \
+            zipfile.ZipFile(html_dir / ZH / archive.NAME) as zh:
+        assert en.namelist() == zh.namelist()
+        name = f"{archive.FOLDER}/notebooks/05_all_reduce.ipynb"
+        english, chinese = (nbformat.reads(z.read(name).decode(), as_version=4) for z in (en, zh))
+        assert re.search(r"[\u4e00-\u9fff]", zh.read(f"{archive.FOLDER}/ARCHIVE.md").decode())
+    assert [c.source for c in chinese.cells if c.cell_type == "code"] == \
+        [c.source for c in english.cells if c.cell_type == "code"]
+    assert re.search(r"[\u4e00-\u9fff]", chinese.cells[0].source)
