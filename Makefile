@@ -154,6 +154,7 @@ compare: $(INSTALLED)
 
 i18n-update: $(INSTALLED)
 	$(PYTHON) -m tools.i18n update
+	$(PYTHON) -m tools.i18n readme
 
 notebooks-zh: $(INSTALLED)
 	$(PYTHON) -m tools.i18n notebooks

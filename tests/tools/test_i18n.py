@@ -10,8 +10,9 @@ import nbformat
 import pytest
 
 from tools import glossary, site
-from tools.i18n import catalogs
+from tools.i18n import catalogs, readme
 from tools.i18n.cells import notebook_msgids, translate_cell, translate_notebook, units
+from tools.pages import comment_summaries
 
 pytestmark = pytest.mark.docs
 
@@ -22,19 +23,23 @@ _URL = re.compile(r"\]\(([^)\s]+)\)|<(https?://[^>]+)>")
 
 
 @pytest.fixture(scope="module")
-def pots(tmp_path_factory) -> dict[str, set[str]]:
-    """The msgids Sphinx's gettext builder extracts from every page now, by page."""
+def pots(tmp_path_factory) -> dict[str, set[tuple[str | None, str]]]:
+    """(context, msgid) of every entry extracted from every page now, by page: Sphinx's
+    (context None) and the fold lines (catalogs.FOLD_CONTEXT)."""
     pot_dir = catalogs.extract(tmp_path_factory.mktemp("i18n"))
-    return {pot.stem: {m.id for m in catalogs.read(pot) if m.id} for pot in pot_dir.glob("*.pot")}
+    return {pot.stem: {(m.context, m.id) for m in catalogs.read(pot) if m.id}
+            for pot in pot_dir.glob("*.pot")}
 
 
 def translated(path: Path):
     return [m for m in catalogs.read(path) if m.id and m.string and not m.fuzzy]
 
 
-def test_there_are_catalogs_and_each_names_a_page_of_the_site(pots):
+def test_there_are_catalogs_and_each_names_a_page_of_the_site_or_the_readme(pots):
+    """A page of the site, the site's own strings, or README.md's quick start (readme)."""
     assert CATALOGS, "no catalog under locales/zh_CN/LC_MESSAGES"
     assert {path.stem for path in CATALOGS} <= set(pots)
+    assert readme.STEM in pots and readme.STEM in {path.stem for path in CATALOGS}
 
 
 @pytest.mark.parametrize("path", CATALOGS, ids=lambda p: p.stem)
@@ -46,7 +51,7 @@ def test_every_entry_is_translated_and_none_is_fuzzy(path):
 
 @pytest.mark.parametrize("path", CATALOGS, ids=lambda p: p.stem)
 def test_every_catalog_follows_the_english_page(path, pots):
-    ours = {m.id for m in catalogs.read(path) if m.id}
+    ours = {(m.context, m.id) for m in catalogs.read(path) if m.id}
     new, gone = sorted(pots[path.stem] - ours), sorted(ours - pots[path.stem])
     assert not new and not gone, (
         f"{path.stem}: run `make i18n-update`, then translate; new in the English: {new}; "
@@ -56,7 +61,15 @@ def test_every_catalog_follows_the_english_page(path, pots):
 @pytest.mark.parametrize("stem", sorted(PAGES))
 def test_a_notebooks_blocks_are_the_msgids_sphinx_extracts(stem, pots):
     nb = nbformat.read(PAGES[stem], as_version=4)
-    assert set(notebook_msgids(nb)) == pots[stem]
+    assert set(notebook_msgids(nb)) == {msgid for context, msgid in pots[stem] if not context}
+
+
+@pytest.mark.parametrize("stem", sorted(PAGES))
+def test_a_notebooks_fold_lines_are_its_code_fold_entries(stem, pots):
+    """The comment a folded plumbing cell shows (tools.pages) is an entry of its own."""
+    nb = nbformat.read(PAGES[stem], as_version=4)
+    assert set(comment_summaries(nb)) == \
+        {msgid for context, msgid in pots[stem] if context == catalogs.FOLD_CONTEXT}
 
 
 @pytest.mark.parametrize("path", [p for p in CATALOGS if p.stem in PAGES], ids=lambda p: p.stem)
@@ -82,7 +95,7 @@ MARKDOWN_PAGES = {site.KIT_STEM: site.KIT_PAGE, site.RUN_STEM: site.RUN_PAGE}
 @pytest.mark.parametrize("stem", sorted(MARKDOWN_PAGES))
 def test_a_markdown_pages_blocks_are_the_msgids_sphinx_extracts(stem, pots):
     source = MARKDOWN_PAGES[stem].read_text(encoding="utf-8")
-    assert {u.msgid for u in units(source)} == pots[stem]
+    assert {u.msgid for u in units(source)} == {msgid for _, msgid in pots[stem]}
 
 
 @pytest.mark.parametrize("path", [p for p in CATALOGS if p.stem in MARKDOWN_PAGES],
@@ -93,6 +106,71 @@ def test_the_chinese_markdown_page_keeps_its_code_blocks_and_no_english_block(pa
     assert done > 0 and not missing, missing
     fences = re.compile(r"^```.*?^```", re.S | re.M)
     assert fences.findall(chinese) == fences.findall(source)
+
+
+_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+_CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+def english_blocks(markdown: str) -> list[str]:
+    """The blocks of `markdown` (code fences aside) that are English prose: no CJK letter
+    and four or more English words outside code spans and link targets."""
+    return [u.msgid for u in units(markdown) if not _CJK.search(u.msgid)
+            and len(re.findall(r"[A-Za-z]{2,}", re.sub(r"`[^`]*`|\]\([^)]*\)", " ", u.msgid)))
+            >= 4]
+
+
+def test_the_english_prose_check_finds_an_english_paragraph_only():
+    assert english_blocks("## 快速上手\n\nBoth create it when missing.\n\n```bash\n"
+                          "make html   # creates .venv, installs, executes\n```\n") == \
+        ["Both create it when missing."]
+    assert english_blocks("`make lab` `make html` `make test` `make lint`\n\n- **pip**：安装\n") \
+        == []
+
+
+def test_the_readme_catalog_follows_the_quick_start_of_readme_md():
+    section = readme.quick_start(readme.README.read_text(encoding="utf-8"))
+    ours = [m.id for m in catalogs.read(catalogs.catalog_dir() / "readme.po") if m.id]
+    assert ours == [u.msgid for u in units(section)], \
+        "readme.po lags README.md's quick start: run `make i18n-update`, then translate"
+
+
+def test_readme_zh_cn_md_is_what_the_tool_writes_now():
+    text, missing = readme.chinese()
+    assert not missing, f"README.zh-CN.md would show in English: {missing}"
+    assert readme.README_ZH.read_text(encoding="utf-8") == text, (
+        f"{readme.README_ZH.name} is not what `python -m tools.i18n readme` writes from "
+        "README.md now: run `make i18n-update` (and translate what it marks)")
+
+
+def test_readme_zh_cn_md_has_the_english_code_and_no_english_paragraph():
+    chinese = readme.README_ZH.read_text(encoding="utf-8")
+    section = readme.quick_start(readme.README.read_text(encoding="utf-8"))
+    assert _FENCE.findall(section) and _FENCE.findall(chinese) == _FENCE.findall(section)
+    assert english_blocks(chinese) == [], f"{readme.README_ZH.name} holds English prose"
+    assert "make lab-zh" in chinese and "build/html/zh_CN/index.html" in chinese
+
+
+def test_an_english_edit_of_the_quick_start_shows_in_english_until_translated(
+        tmp_path, monkeypatch):
+    english = readme.README.read_text(encoding="utf-8")
+    edited = units(readme.quick_start(english))[-1]
+    assert edited.raw.endswith(".") and edited.raw in english
+    changed = tmp_path / "README.md"
+    changed.write_text(english.replace(edited.raw, edited.raw[:-1] + ", again.", 1),
+                       encoding="utf-8")
+    monkeypatch.setattr(readme, "README", changed)
+    text, missing = readme.chinese()
+    assert missing == [edited.msgid[:-1] + ", again."]
+    assert text != readme.README_ZH.read_text(encoding="utf-8")
+    assert english_blocks(text) == missing
+
+
+def test_the_quick_start_ends_at_the_next_heading_not_at_one_in_code():
+    text = "# T\n\n## Quick start\n\n```\n## not a heading\n```\n\nA b.\n\n## Next\n\nx\n"
+    assert readme.quick_start(text) == "## Quick start\n\n```\n## not a heading\n```\n\nA b.\n"
+    with pytest.raises(ValueError, match="no section headed '## Quick start'"):
+        readme.quick_start("# T\n\n## Install\n")
 
 
 @pytest.mark.parametrize("path", CATALOGS, ids=lambda p: p.stem)

@@ -1,4 +1,4 @@
-"""python -m tools.i18n update [--add PAGE ...] | notebooks | status (see tools/i18n)."""
+"""python -m tools.i18n update [--add PAGE ...] | notebooks | readme | status (see tools/i18n)."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,7 @@ import nbformat
 from helpers.paths import build_dir
 from helpers.runtime.files import atomic_write
 from tools import site
-from tools.i18n import catalogs
+from tools.i18n import catalogs, readme
 from tools.i18n.cells import translate_cell, translate_notebook
 
 
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     update.add_argument("--add", nargs="+", default=[], metavar="PAGE",
                         help="start the catalog of these pages (05_all_reduce, kit, ...)")
     commands.add_parser("notebooks", help="build/zh_CN/notebooks/, kit.md, run.md")
+    commands.add_parser("readme", help="README.zh-CN.md: README.md's quick start in Chinese")
     commands.add_parser("status", help="per catalog: translated, fuzzy, untranslated")
     args = parser.parse_args(argv)
     if args.command == "update":
@@ -81,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "notebooks":
         out = build_dir() / catalogs.LANGUAGE
         print("\n".join(notebooks(out)) + f"\nwritten: {out}/notebooks, kit.md, run.md")
+    elif args.command == "readme":
+        text, missing = readme.chinese()
+        atomic_write(readme.README_ZH, text)
+        print(f"written: {readme.README_ZH.name}, {len(missing)} blocks in English"
+              + "".join(f"\n  {msgid[:70]}" for msgid in missing))
     else:
         print("\n".join(status()) or "no catalog yet: python -m tools.i18n update --add PAGE")
     return 0

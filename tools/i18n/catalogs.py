@@ -28,13 +28,14 @@ from babel.messages.extract import extract_from_dir
 from babel.messages.pofile import read_po, write_po
 
 from helpers.paths import REPO_ROOT
-from tools import series, site
+from tools import series
 
 LANGUAGE = "zh_CN"
 LOCALES = REPO_ROOT / "locales"
 SITE = "site"                          # the catalog of the tools' own strings (strings.py)
 GETTEXT_SETTINGS = ("gettext_compact=0", "gettext_location=0", "gettext_uuid=0")
 STAMP = "the English sources"          # the index's stamp line: raw HTML, never extracted
+FOLD_CONTEXT = "code-fold"             # a plumbing cell's comment, as its fold line shows it
 _WORD = re.compile(r"[A-Za-z]{3,}")
 # Words of a number or a formula, that stay as written: units, and functions (⌈log₂ n⌉).
 NOT_WORDS = {"KiB", "MiB", "GiB", "TiB", "log", "exp", "min", "max", "sqrt"}
@@ -51,7 +52,10 @@ def pages() -> list[Path]:
 
 def extract(folder: Path, notebooks: list[Path] | None = None) -> Path:
     """Stage the site's pages in `folder`/src and write a .pot per page to `folder`/pot,
-    and site.pot of the tools' own strings (tools/i18n/strings.py); returns the folder."""
+    site.pot of the tools' own strings (tools/i18n/strings.py) and readme.pot of README.md's
+    quick start; returns the folder."""
+    from tools import site
+
     src, pot = folder / "src", folder / "pot"
     site.stage(pages() if notebooks is None else notebooks, src, folder / "thumbs", STAMP)
     cmd = [sys.executable, "-m", "sphinx", "-b", "gettext", "-q", "-d", str(folder / "doctrees"),
@@ -60,8 +64,30 @@ def extract(folder: Path, notebooks: list[Path] | None = None) -> Path:
     if run.returncode != 0:
         raise RuntimeError(f"sphinx gettext exited {run.returncode}:\n{run.stderr[-3000:]}")
     (pot / "sphinx.pot").unlink(missing_ok=True)      # the theme's own strings, not ours
+    add_fold_lines(pot, pages() if notebooks is None else notebooks)
     write_site_template(pot)
+    write_readme_template(pot)
     return pot
+
+
+def add_fold_lines(pot_dir: Path, notebooks: list[Path]) -> None:
+    """Each notebook's fold lines that are prose (tools.pages.comment_summaries: a plumbing
+    cell's first comment) into its .pot, with the context FOLD_CONTEXT: the page shows
+    them, Sphinx does not see them (they are cell metadata by then)."""
+    import nbformat
+
+    from tools.pages import comment_summaries
+
+    for notebook in notebooks:
+        path = pot_dir / f"{notebook.stem}.pot"
+        lines = comment_summaries(nbformat.read(notebook, as_version=4))
+        if not lines or not path.is_file():
+            continue
+        template = read(path, None)
+        for line in lines:
+            template.add(line, context=FOLD_CONTEXT)
+        with open(path, "wb") as handle:
+            write_po(handle, template, width=0, omit_header=False)
 
 
 def write_site_template(pot_dir: Path) -> Path:
@@ -71,6 +97,21 @@ def write_site_template(pot_dir: Path) -> Path:
     for _, _, message, _, _ in marked:
         template.add(message)
     path = pot_dir / f"{SITE}.pot"
+    with open(path, "wb") as handle:
+        write_po(handle, template, width=0, omit_header=False)
+    return path
+
+
+def write_readme_template(pot_dir: Path) -> Path:
+    """readme.pot: the blocks of README.md's quick start (tools/i18n/readme.py), parsed as
+    the notebooks' markdown is; README is no page of the site, so Sphinx never sees it."""
+    from tools.i18n import readme
+    from tools.i18n.cells import units
+
+    template = Catalog(project="nccl-notebooks", fuzzy=False)
+    for unit in units(readme.quick_start(readme.README.read_text(encoding="utf-8"))):
+        template.add(unit.msgid)
+    path = pot_dir / f"{readme.STEM}.pot"
     with open(path, "wb") as handle:
         write_po(handle, template, width=0, omit_header=False)
     return path
@@ -87,9 +128,11 @@ def page_catalog(page: str, language: str = LANGUAGE) -> Catalog | None:
     return read(path, language) if path.is_file() else None
 
 
-def lookup(catalog: Catalog) -> Callable[[str], str | None]:
-    """msgid -> msgstr, never a fuzzy or empty one (as Sphinx's compiled .mo)."""
-    table = {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
+def lookup(catalog: Catalog, context: str | None = None) -> Callable[[str], str | None]:
+    """msgid -> msgstr of the entries of `context` (None: the pages' text), never a fuzzy or
+    empty one (as Sphinx's compiled .mo)."""
+    table = {m.id: m.string for m in catalog
+             if m.id and m.string and not m.fuzzy and m.context == context}
     return table.get
 
 
