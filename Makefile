@@ -18,9 +18,11 @@ PYTEST_ARGS ?=
 .PHONY: help install install-mpi install-slurm slurm-check html slides student test test-quick lint lab gpu-check images bench compare shared-cells i18n-update notebooks-zh lab-zh student-zh slides-zh clean
 
 help:
-	@echo "make html        execute every notebook, write build/html/index.html"
+	@echo "make html        execute every notebook, write build/html/index.html (and the"
+	@echo "                 Chinese site, build/html/zh_CN/index.html, from the same run)"
 	@echo "                 (one set of engines per world size and lane; COLD=1: new ones per"
-	@echo "                 notebook; JOBS=1: one notebook at a time, default 2 on 2+ cores)"
+	@echo "                 notebook; JOBS=1: one notebook at a time, default 2 on 2+ cores;"
+	@echo "                 LANGUAGES=en: the English site alone)"
 	@echo "make slides      reveal.js slides of the executed notebooks (after make html)"
 	@echo "make student     student copies without exercise solutions, in build/student"
 	@echo "make install-mpi mpi4py, for TUTORIAL_LAUNCHER=mpi (Open MPI from your OS)"
@@ -73,7 +75,7 @@ slurm-check: $(INSTALLED) install-slurm
 		--durations=0 $(PYTEST_ARGS)
 
 html: $(INSTALLED)
-	$(PYTHON) -m tools.build $(if $(COLD),--cold)$(if $(JOBS), --jobs $(JOBS))
+	$(PYTHON) -m tools.build $(if $(COLD),--cold)$(if $(JOBS), --jobs $(JOBS))$(if $(LANGUAGES), --languages $(LANGUAGES))
 
 slides: html
 	$(PYTHON) -m tools.classroom slides

@@ -188,11 +188,13 @@ def stale(notebooks: list[Path], force: bool = False) -> list[Path]:
 
 
 def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False,
-          render_site: bool = True, jobs: int = 1) -> int:
+          render_site: bool = True, jobs: int = 1,
+          languages: tuple[str, ...] = site.LANGUAGES) -> int:
     todo = stale(notebooks, force)
 
     def finish(failed: list[str]) -> int:
-        return finish_site(notebooks, todo, failed) if render_site else (1 if failed else 0)
+        return (finish_site(notebooks, todo, failed, languages) if render_site
+                else (1 if failed else 0))
 
     if jobs > 1 and len(todo) > 1:
         from tools.lanes import run_lanes
@@ -205,7 +207,8 @@ def build(notebooks: list[Path], timeout_s: int = 600, force: bool = False,
                    if not build_one(notebook, timeout_s, card=render_site)])
 
 
-def finish_site(notebooks: list[Path], todo: list[Path], failed: list[str]) -> int:
+def finish_site(notebooks: list[Path], todo: list[Path], failed: list[str],
+                languages: tuple[str, ...] = site.LANGUAGES) -> int:
     """The site step: the cards not drawn by this build's lanes, then the book; 1 if it or
     a notebook (named in `failed`) failed."""
     t0 = time.monotonic()
@@ -222,7 +225,8 @@ def finish_site(notebooks: list[Path], todo: list[Path], failed: list[str]) -> i
             print(f"{page.name:<32} {note.strip()}", flush=True)
     try:
         site.render(pages, HTML_DIR, THUMBS_DIR,
-                    {language: environment_stamp(language) for language in site.LANGUAGES})
+                    {language: environment_stamp(language) for language in languages},
+                    languages=languages)
     except (RuntimeError, OSError, subprocess.SubprocessError) as err:
         print(f"the site was not rendered; build/html is as it was: {err}", file=sys.stderr)
         return 1
@@ -252,6 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=default_jobs(),
                         help="notebooks executed at once, each lane on engines of its own "
                              "(default: 2 with two cores or more, else 1)")
+    parser.add_argument("--languages", default=",".join(site.LANGUAGES),
+                        help="the site's languages, comma-separated, English first (default: "
+                             f"{','.join(site.LANGUAGES)}; en alone renders in a third of the "
+                             "time)")
     parser.add_argument("--lane", action="store_true", help=argparse.SUPPRESS)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--cold", action="store_true",
@@ -262,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be 1 or more, not {args.jobs}")
+    languages = tuple(args.languages.split(","))
+    if languages[0] != "en" or not set(languages) <= set(site.LANGUAGES):
+        parser.error(f"--languages: en first, then any of {', '.join(site.LANGUAGES[1:])}; "
+                     f"not {args.languages!r}")
     if args.lane:                       # tools.lanes: the notebooks come on stdin
         from tools.lanes import lane
 
@@ -270,11 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     # The notebooks' kernels inherit it (and it is one of the SETTINGS of a page).
     os.environ["TUTORIAL_WARM_START"] = "0" if args.cold else "1"
     if args.cold:
-        return build(notebooks, args.timeout, args.force, args.site, args.jobs)
+        return build(notebooks, args.timeout, args.force, args.site, args.jobs, languages)
     from helpers.runtime.warm import stop_warm_clusters
 
     try:
-        return build(notebooks, args.timeout, args.force, args.site, args.jobs)
+        return build(notebooks, args.timeout, args.force, args.site, args.jobs, languages)
     finally:
         stop_warm_clusters()
 

@@ -24,9 +24,10 @@ def _notebook(path, *sources: str, title: str = "# 99 · tiny\n\n**What you will
 
 
 def _build(tmp_path, *notebooks, site: bool = False):
-    """tools.build on `notebooks`; the site is rendered only when a test looks at it."""
+    """tools.build on `notebooks`; the site is rendered only when a test looks at it, in
+    English only (the Chinese site: tests/tools/test_site.py, test_browser.py)."""
     env = {**os.environ, "TUTORIAL_BUILD_DIR": str(tmp_path / "build")}
-    flags = [] if site else ["--no-site"]
+    flags = ["--languages", "en"] if site else ["--no-site"]
     return subprocess.run([sys.executable, "-m", "tools.build", *flags, *map(str, notebooks)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
@@ -68,6 +69,15 @@ def test_a_page_per_notebook_and_an_index(built):
     for stamp in ("torch 2.13.0", "backend gloo", "world size 4", "CPU"):
         assert stamp in index
     assert not [p.name for p in html.parent.iterdir() if p.name.startswith(".site-")]
+    # --languages en: the English site alone, with no switch to a language it lacks
+    assert not (html / "zh_CN").exists() and "series-language" not in page
+
+
+def test_languages_must_start_with_english_and_be_the_sites():
+    for bad in ("zh_CN", "en,fr"):
+        run = subprocess.run([sys.executable, "-m", "tools.build", "--languages", bad],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and "--languages: en first" in run.stderr, run.stderr
 
 
 PRIVATE_KERNEL = (
@@ -187,7 +197,7 @@ def test_each_card_is_drawn_once_where_its_notebook_was_built(tmp_path, monkeypa
     monkeypatch.setattr(build, "execute", fake_execute)
     monkeypatch.setattr(build, "write_card_picture",
                         lambda stem, executed: events.append(("card", stem)) or "")
-    monkeypatch.setattr(build.site, "render", lambda *args: events.append(("site", "")))
+    monkeypatch.setattr(build.site, "render", lambda *args, **kwargs: events.append(("site", "")))
     monkeypatch.setattr(build, "NOTEBOOK_DIR", tmp_path)
     for name in ("HTML_DIR", "STAMP_DIR", "EXECUTED_DIR"):
         monkeypatch.setattr(build, name, tmp_path / "build" / name.lower())
@@ -215,7 +225,7 @@ def test_only_what_a_notebook_uses_executes_it_again(tmp_path, monkeypatch, caps
     monkeypatch.setattr(build, "fingerprint", lambda nb: original(nb, root))
     monkeypatch.setattr(build, "execute", fake_execute)
     monkeypatch.setattr(build, "write_card_picture", lambda stem, executed: "")
-    monkeypatch.setattr(build.site, "render", lambda *args: None)
+    monkeypatch.setattr(build.site, "render", lambda *args, **kwargs: None)
     for name in ("HTML_DIR", "STAMP_DIR", "EXECUTED_DIR"):
         monkeypatch.setattr(build, name, tmp_path / "build" / name.lower())
 
@@ -269,6 +279,7 @@ def test_make_html_passes_cold_only_when_asked():
     assert html_command().rstrip().endswith("-m tools.build")
     assert html_command("COLD=1").rstrip().endswith("-m tools.build --cold")
     assert "--cold" not in html_command("WARM=1")
+    assert html_command("LANGUAGES=en").split("-m tools.build")[1].split() == ["--languages", "en"]
 
 
 def test_the_progress_line_says_when_engines_were_reused():

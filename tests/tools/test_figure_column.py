@@ -52,7 +52,8 @@ def measure_column(tmp_path) -> list[dict]:
     source = tmp_path / "01_column.ipynb"
     nbformat.write(_tiny(), source)
     env = {**os.environ, "TUTORIAL_BUILD_DIR": str(tmp_path / "build")}
-    done = subprocess.run([sys.executable, "-m", "tools.build", str(source)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "tools.build", "--languages", "en",
+                           str(source)], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     page_file = tmp_path / "build" / "html" / "01_column.html"
