@@ -4,6 +4,8 @@ py-spy (PyPI `py-spy`) reads a running process's memory and prints the stack of 
 Python threads without stopping it. `stacks(cluster)` runs `py-spy dump --json` on each
 rank's engine (its pid: `cluster.ranks`) and keeps the frames a reader wrote, the cell's
 and their own files', and the innermost frame of torch.distributed: where the rank waits.
+`stacks_once_started(cluster)` reads them once every rank has begun the last `%%px` cell:
+one sent with `--noblock` may not have reached every engine when the next cell runs.
 """
 from __future__ import annotations
 
@@ -12,12 +14,14 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 DUMP_TIMEOUT_S = 30.0
+START_DEADLINE_S = 10.0   # how long stacks_once_started waits for a rank to begin the cell
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,55 @@ def stacks(cluster: Any, ranks: list[int] | None = None) -> dict[int, list[Frame
         found = dict(zip((info.rank for info in chosen),
                          pool.map(lambda info: _dump(program, info.pid), chosen)))
     return dict(sorted(found.items()))
+
+
+def read_once_started(cluster: Any, running: Callable[[], Iterable[int]],
+                      deadline_s: float = START_DEADLINE_S,
+                      clock: Callable[[], float] = time.monotonic
+                      ) -> dict[int, list[Frame] | str]:
+    """`stacks(cluster)` once every rank that runs the cell shows a frame of it.
+
+    `running()`: the ranks whose part of the cell has not finished. py-spy reads the others
+    again, back to back, until they show a frame of a cell, then reads every rank once more,
+    so that a rank seen at its cell's first line is read where it went on to. A rank that
+    finished, or that py-spy cannot read, is not waited for. TimeoutError after
+    `deadline_s`, naming the ranks that never showed the cell.
+    """
+    deadline = clock() + deadline_s
+    waiting = [info.rank for info in cluster.ranks]
+    while True:
+        found = stacks(cluster, ranks=waiting)
+        busy = set(running())          # after the read: a rank that ended since is done
+        waiting = [rank for rank, frames in found.items() if rank in busy and
+                   not isinstance(frames, str) and all(f.kind != "cell" for f in frames)]
+        if not waiting:
+            return stacks(cluster)
+        if clock() >= deadline:
+            names = ", ".join(map(str, waiting))
+            raise TimeoutError(f"rank(s) {names} had not begun the cell after "
+                               f"{deadline_s:g} s: py-spy showed no frame of a cell there, "
+                               "and ipyparallel had no reply from them")
+
+
+def stacks_once_started(cluster: Any,
+                        deadline_s: float = START_DEADLINE_S) -> dict[int, list[Frame] | str]:
+    """Each rank's frames (`stacks`) once every rank has begun the last `%%px` cell:
+    `read_once_started`, with the ranks whose part of it ipyparallel still waits for."""
+    from IPython import get_ipython
+
+    from helpers.debugging import interrupted    # it imports this module
+
+    shell = get_ipython()
+    magics = interrupted.px_magics(shell) if shell is not None else None
+    result = getattr(magics, "last_result", None)
+    if result is None:                           # no %%px cell yet: nothing to wait for
+        return stacks(cluster)
+    parts = interrupted.ranks_of(result, magics.view.targets,
+                                 interrupted.rank_of_engine(cluster))
+    # one id at a time: the client's thread adds and removes ids while the set is read
+    return read_once_started(
+        cluster, lambda: [rank for rank, msg_id in parts
+                          if msg_id in cluster.client.outstanding], deadline_s)
 
 
 def _dump(program: str, pid: int) -> list[Frame] | str:
