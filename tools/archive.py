@@ -82,7 +82,7 @@ def _in_language(name: str, data: bytes, language: str | None) -> bytes:
         return data
     import nbformat
 
-    from tools.i18n.catalogs import page_catalog
+    from tools.i18n.po import page_catalog
     from tools.i18n.cells import translate_notebook
 
     catalog = page_catalog(Path(name).stem, language)

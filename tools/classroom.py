@@ -20,6 +20,7 @@ import nbformat
 
 from tools.build import NOTEBOOK_DIR
 from tools.exercises import is_solution, student_stub
+from tools.i18n.cells import translated_page
 from tools.i18n.strings import N_, translated
 from helpers.runtime.files import atomic_write
 from helpers.paths import build_dir
@@ -52,28 +53,8 @@ def student_copy(nb: nbformat.NotebookNode, language: str | None = None
 
 def in_language(path: Path, language: str | None) -> nbformat.NotebookNode:
     """The notebook at `path` (a master, or its executed copy), its markdown in
-    `language`: `translated_page`."""
+    `language`: `tools.i18n.cells.translated_page`."""
     return translated_page(nbformat.read(path, as_version=4), path.stem, language)
-
-
-def translated_page(nb: nbformat.NotebookNode, stem: str, language: str | None
-                    ) -> nbformat.NotebookNode:
-    """`nb`, the page `stem`, its markdown in `language` (tools/i18n), its code cells and
-    outputs as they are; a page the language's catalog does not cover whole is an error
-    naming it and its blocks."""
-    if language in (None, "en"):
-        return nb
-    from tools.i18n import catalogs
-    from tools.i18n.cells import translate_notebook
-
-    catalog = catalogs.page_catalog(stem, language)
-    if catalog is None:
-        raise SystemExit(f"{stem}: no {language} catalog ({catalogs.catalog_dir(language)})")
-    translation, _, missing = translate_notebook(nb, catalog, language)
-    if missing:
-        raise SystemExit(f"{stem}: {len(missing)} blocks have no {language} translation, "
-                         f"the first: {missing[0]!r} (make i18n-update)")
-    return translation
 
 
 def make_student(out_dir: Path, language: str | None = None) -> list[Path]:
@@ -98,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "student":
         make_student(out, args.language)
     else:
-        from tools.slide_deck import make_slides     # it imports translated_page from here
+        from tools.slide_deck import make_slides
 
         make_slides(out, args.language)
     return 0

@@ -282,21 +282,21 @@ def site_strings(language: str | None) -> dict:
 
 def page_translation(page: str, language: str | None) -> Translate | None:
     """msgid -> msgstr of `page`'s catalog in `language` (None: English, or no catalog)."""
-    from tools.i18n import catalogs
+    from tools.i18n import po
 
-    catalog = catalogs.page_catalog(page, language) if language not in (None, "en") else None
-    return catalogs.lookup(catalog) if catalog is not None else None
+    catalog = po.page_catalog(page, language) if language not in (None, "en") else None
+    return po.lookup(catalog) if catalog is not None else None
 
 
 def stage_locales(src: Path, language: str) -> None:
     """The catalogs of `language` into src/locales, where conf.py's locale_dirs looks (Sphinx
     compiles them there: nothing is written into the repository's locales/)."""
-    from tools.i18n import catalogs
+    from tools.i18n import po
 
     target = src / "locales" / language / "LC_MESSAGES"
     target.mkdir(parents=True)
-    for po in catalogs.catalog_dir(language).glob("*.po"):
-        shutil.copy2(po, target / po.name)
+    for path in po.catalog_dir(language).glob("*.po"):
+        shutil.copy2(path, target / path.name)
 
 
 def stage(executed: list[Path], src: Path, thumbs_dir: Path, stamp: str,
@@ -360,9 +360,9 @@ def _restore_downloads(executed: list[Path], out: Path, language: str | None = N
 
 
 def _catalog(page: str, language: str):
-    from tools.i18n import catalogs
+    from tools.i18n import po
 
-    return catalogs.page_catalog(page, language)
+    return po.page_catalog(page, language)
 
 
 # jieba (Chinese search) says on stderr that it builds or loads its dictionary: not a problem

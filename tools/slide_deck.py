@@ -10,7 +10,7 @@ require.js and jQuery are copied next to the slides (fetched once with npm), so 
 work offline; without npm they load from a CDN, and we say so.
 
 In another language (build/<language>/slides/): the same executed notebook, its markdown
-translated by the page's catalog (tools.classroom.translated_page: a page the catalog does
+translated by the page's catalog (tools.i18n.cells.translated_page: a page the catalog does
 not cover whole is an error), so every number and plot is the run's own; the navigation's
 titles are the translated notebooks', its words the site catalog's, its index link the
 site's in that language where `make html` built one. A markdown cell's marks are source
@@ -31,7 +31,7 @@ import nbformat
 
 from tools import slide_nav
 from tools.build import EXECUTED_DIR, NOTEBOOK_DIR
-from tools.classroom import translated_page
+from tools.i18n.cells import translated_page
 from tools.i18n.cells import units
 from tools.site import Entry, notebook_summary
 from tools.slide_layout import layout

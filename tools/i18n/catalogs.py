@@ -21,28 +21,21 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
 
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_dir
-from babel.messages.pofile import read_po, write_po
+from babel.messages.pofile import write_po
 
 from helpers.paths import REPO_ROOT
 from tools import series
+from tools.i18n.po import (FOLD_CONTEXT, LANGUAGE, LOCALES, SITE, catalog_dir,  # noqa: F401
+                           lookup, page_catalog, read)
 
-LANGUAGE = "zh_CN"
-LOCALES = REPO_ROOT / "locales"
-SITE = "site"                          # the catalog of the tools' own strings (strings.py)
 GETTEXT_SETTINGS = ("gettext_compact=0", "gettext_location=0", "gettext_uuid=0")
 STAMP = "the English sources"          # the index's stamp line: raw HTML, never extracted
-FOLD_CONTEXT = "code-fold"             # a plumbing cell's comment, as its fold line shows it
 _WORD = re.compile(r"[A-Za-z]{3,}")
 # Words of a number or a formula, that stay as written: units, and functions (⌈log₂ n⌉).
 NOT_WORDS = {"KiB", "MiB", "GiB", "TiB", "log", "exp", "min", "max", "sqrt"}
-
-
-def catalog_dir(language: str = LANGUAGE, locales: Path = LOCALES) -> Path:
-    return locales / language / "LC_MESSAGES"
 
 
 def pages() -> list[Path]:
@@ -115,25 +108,6 @@ def write_readme_template(pot_dir: Path) -> Path:
     with open(path, "wb") as handle:
         write_po(handle, template, width=0, omit_header=False)
     return path
-
-
-def read(path: Path, language: str = LANGUAGE) -> Catalog:
-    with open(path, "rb") as handle:
-        return read_po(handle, locale=language)
-
-
-def page_catalog(page: str, language: str = LANGUAGE) -> Catalog | None:
-    """The `language` catalog of `page` (a notebook's stem, kit, run, site), or None."""
-    path = catalog_dir(language) / f"{page}.po"
-    return read(path, language) if path.is_file() else None
-
-
-def lookup(catalog: Catalog, context: str | None = None) -> Callable[[str], str | None]:
-    """msgid -> msgstr of the entries of `context` (None: the pages' text), never a fuzzy or
-    empty one (as Sphinx's compiled .mo)."""
-    table = {m.id: m.string for m in catalog
-             if m.id and m.string and not m.fuzzy and m.context == context}
-    return table.get
 
 
 def _text(catalog: Catalog) -> bytes:

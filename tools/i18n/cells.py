@@ -25,7 +25,7 @@ from markdown_it.renderer import RendererHTML
 from myst_parser.config.main import MdParserConfig
 from myst_parser.parsers.mdit import create_md_parser
 
-from tools.i18n import catalogs
+from tools.i18n import po
 
 # book/conf.py: myst_enable_extensions = ["colon_fence"]
 _MD = create_md_parser(MdParserConfig(enable_extensions={"colon_fence"}), RendererHTML)
@@ -148,7 +148,7 @@ def translate_notebook(nb: nbformat.NotebookNode, catalog: Catalog, language: st
     """A copy of `nb` with every markdown cell translated; code cells are the same objects'
     copies, byte for byte. Returns (notebook, translated units, missing msgids)."""
     out = copy.deepcopy(nb)
-    lookup = catalogs.lookup(catalog)
+    lookup = po.lookup(catalog)
     done, missing = 0, []
     for cell in out.cells:
         if cell.cell_type != "markdown":
@@ -163,3 +163,20 @@ def translate_notebook(nb: nbformat.NotebookNode, catalog: Catalog, language: st
 def notebook_msgids(nb: nbformat.NotebookNode) -> list[str]:
     """Every msgid the notebook's markdown cells give (the same keys as Sphinx's)."""
     return [u.msgid for c in nb.cells if c.cell_type == "markdown" for u in units(c.source)]
+
+
+def translated_page(nb: nbformat.NotebookNode, stem: str, language: str | None
+                    ) -> nbformat.NotebookNode:
+    """`nb`, the page `stem`, its markdown in `language` (tools/i18n), its code cells and
+    outputs as they are; a page the language's catalog does not cover whole is an error
+    naming it and its blocks."""
+    if language in (None, "en"):
+        return nb
+    catalog = po.page_catalog(stem, language)
+    if catalog is None:
+        raise SystemExit(f"{stem}: no {language} catalog ({po.catalog_dir(language)})")
+    translation, _, missing = translate_notebook(nb, catalog, language)
+    if missing:
+        raise SystemExit(f"{stem}: {len(missing)} blocks have no {language} translation, "
+                         f"the first: {missing[0]!r} (make i18n-update)")
+    return translation

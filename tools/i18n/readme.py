@@ -11,7 +11,7 @@ every other catalog. The file opens with two lines of the site catalog (marked N
 from __future__ import annotations
 
 from helpers.paths import REPO_ROOT
-from tools.i18n import catalogs
+from tools.i18n import po
 from tools.i18n.cells import _MD, translate_cell
 from tools.i18n.strings import N_, translated
 
@@ -42,14 +42,14 @@ def quick_start(text: str) -> str:
     return "\n".join(lines[begin:end]).rstrip() + "\n"
 
 
-def chinese(language: str = catalogs.LANGUAGE) -> tuple[str, list[str]]:
+def chinese(language: str = po.LANGUAGE) -> tuple[str, list[str]]:
     """(README.zh-CN.md's text, the section's msgids it shows in English: no translation
     yet, or a fuzzy one)."""
-    catalog = catalogs.page_catalog(STEM, language)
+    catalog = po.page_catalog(STEM, language)
     if catalog is None:
         raise SystemExit(f"no {language} catalog of the README: python -m tools.i18n "
                          f"update --add {STEM}")
     section, _, missing = translate_cell(quick_start(README.read_text(encoding="utf-8")),
-                                         catalogs.lookup(catalog))
+                                         po.lookup(catalog))
     head = f"# {translated(TITLE, language)}\n\n{translated(OPENING, language)}\n\n"
     return head + section, missing

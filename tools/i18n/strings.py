@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 
-from tools.i18n import catalogs
+from tools.i18n import po
 
 
 
@@ -24,8 +24,8 @@ def N_(text: str) -> str:
 
 @functools.cache
 def _lookup(language: str, page: str | None = None, context: str | None = None):
-    catalog = catalogs.page_catalog(page or catalogs.SITE, language)
-    return catalogs.lookup(catalog, context) if catalog is not None else lambda _: None
+    catalog = po.page_catalog(page or po.SITE, language)
+    return po.lookup(catalog, context) if catalog is not None else lambda _: None
 
 
 def translated(text: str, language: str | None, page: str | None = None,
@@ -37,7 +37,7 @@ def translated(text: str, language: str | None, page: str | None = None,
         return text
     found = _lookup(language, page, context)(text)
     if found is None:
-        raise KeyError(f"not in the {language} catalog of {page or catalogs.SITE}: {text!r} "
+        raise KeyError(f"not in the {language} catalog of {page or po.SITE}: {text!r} "
                        "(make i18n-update, then translate it)")
     return found
 
@@ -46,4 +46,4 @@ def fold_line(comment: str, page: str | None, language: str | None) -> str:
     """The line a folded plumbing cell of `page` shows for its first comment, in
     `language`: its entry (context "code-fold") of the page's catalog. The code and its
     comment stay as they are."""
-    return translated(comment, language, page, catalogs.FOLD_CONTEXT)
+    return translated(comment, language, page, po.FOLD_CONTEXT)
