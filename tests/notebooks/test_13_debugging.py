@@ -22,7 +22,7 @@ from reports import shown_reports
 pytestmark = pytest.mark.cold   # start-up, lifecycle, timeouts: never the session's warm engines
 
 N_RANKS = 3
-TIMEOUT_S = 5
+TIMEOUT_S = 3
 BOUND_S = TIMEOUT_S + 20  # the collective timeout, plus slack for a loaded 2-core machine
 
 
