@@ -43,6 +43,25 @@ def ranks_of(result: Any, targets: Any,
     return pairs
 
 
+def stacks_once_started(cluster: Any, deadline_s: float = stack_dumps.START_DEADLINE_S
+                        ) -> dict[int, list[stack_dumps.Frame] | str]:
+    """Each rank's frames (helpers.debugging.stacks) once every rank has begun the last
+    `%%px` cell: `read_once_started`, with the ranks whose part of it ipyparallel still
+    waits for."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    magics = px_magics(shell) if shell is not None else None
+    result = getattr(magics, "last_result", None)
+    if result is None:                           # no %%px cell yet: nothing to wait for
+        return stack_dumps.stacks(cluster)
+    parts = ranks_of(result, magics.view.targets, rank_of_engine(cluster))
+    # one id at a time: the client's thread adds and removes ids while the set is read
+    return stack_dumps.read_once_started(
+        cluster, lambda: [rank for rank, msg_id in parts
+                          if msg_id in cluster.client.outstanding], deadline_s)
+
+
 def pending_ranks(result: Any, targets: Any, client: Any,
                   engine_ranks: dict[int, int]) -> tuple[int, ...]:
     """The ranks whose part of `result` the client still waits for."""

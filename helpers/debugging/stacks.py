@@ -4,8 +4,9 @@ py-spy (PyPI `py-spy`) reads a running process's memory and prints the stack of 
 Python threads without stopping it. `stacks(cluster)` runs `py-spy dump --json` on each
 rank's engine (its pid: `cluster.ranks`) and keeps the frames a reader wrote, the cell's
 and their own files', and the innermost frame of torch.distributed: where the rank waits.
-`stacks_once_started(cluster)` reads them once every rank has begun the last `%%px` cell:
-one sent with `--noblock` may not have reached every engine when the next cell runs.
+`read_once_started` reads them once every running rank has begun a cell: one sent with
+`--noblock` may not have reached every engine when the next cell runs
+(helpers.debugging.interrupted.stacks_once_started: the last `%%px` cell's ranks).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 DUMP_TIMEOUT_S = 30.0
-START_DEADLINE_S = 10.0   # how long stacks_once_started waits for a rank to begin the cell
+START_DEADLINE_S = 10.0   # how long read_once_started waits for a rank to begin the cell
 
 
 @dataclass(frozen=True)
@@ -112,27 +113,6 @@ def read_once_started(cluster: Any, running: Callable[[], Iterable[int]],
             raise TimeoutError(f"rank(s) {names} had not begun the cell after "
                                f"{deadline_s:g} s: py-spy showed no frame of a cell there, "
                                "and ipyparallel had no reply from them")
-
-
-def stacks_once_started(cluster: Any,
-                        deadline_s: float = START_DEADLINE_S) -> dict[int, list[Frame] | str]:
-    """Each rank's frames (`stacks`) once every rank has begun the last `%%px` cell:
-    `read_once_started`, with the ranks whose part of it ipyparallel still waits for."""
-    from IPython import get_ipython
-
-    from helpers.debugging import interrupted    # it imports this module
-
-    shell = get_ipython()
-    magics = interrupted.px_magics(shell) if shell is not None else None
-    result = getattr(magics, "last_result", None)
-    if result is None:                           # no %%px cell yet: nothing to wait for
-        return stacks(cluster)
-    parts = interrupted.ranks_of(result, magics.view.targets,
-                                 interrupted.rank_of_engine(cluster))
-    # one id at a time: the client's thread adds and removes ids while the set is read
-    return read_once_started(
-        cluster, lambda: [rank for rank, msg_id in parts
-                          if msg_id in cluster.client.outstanding], deadline_s)
 
 
 def _dump(program: str, pid: int) -> list[Frame] | str:
