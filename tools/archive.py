@@ -82,14 +82,10 @@ def _in_language(name: str, data: bytes, language: str | None) -> bytes:
         return data
     import nbformat
 
-    from tools.i18n.po import page_catalog
-    from tools.i18n.cells import translate_notebook
+    from tools.i18n.cells import translated_page
 
-    catalog = page_catalog(Path(name).stem, language)
-    if catalog is None:
-        return data
-    shown, _, _ = translate_notebook(nbformat.reads(data.decode(), as_version=4), catalog,
-                                     language)
+    shown = translated_page(nbformat.reads(data.decode(), as_version=4), Path(name).stem,
+                            language, whole=False)
     return (nbformat.writes(shown) + "\n").encode()
 
 

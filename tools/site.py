@@ -33,6 +33,7 @@ import nbformat
 from helpers.paths import REPO_ROOT
 from tools import series
 from tools.archive import NAME as ARCHIVE_NAME, write_archive
+from tools.i18n import po
 from tools.i18n.strings import N_, translated
 
 BOOK_DIR = REPO_ROOT / "book"
@@ -282,8 +283,6 @@ def site_strings(language: str | None) -> dict:
 
 def page_translation(page: str, language: str | None) -> Translate | None:
     """msgid -> msgstr of `page`'s catalog in `language` (None: English, or no catalog)."""
-    from tools.i18n import po
-
     catalog = po.page_catalog(page, language) if language not in (None, "en") else None
     return po.lookup(catalog) if catalog is not None else None
 
@@ -291,8 +290,6 @@ def page_translation(page: str, language: str | None) -> Translate | None:
 def stage_locales(src: Path, language: str) -> None:
     """The catalogs of `language` into src/locales, where conf.py's locale_dirs looks (Sphinx
     compiles them there: nothing is written into the repository's locales/)."""
-    from tools.i18n import po
-
     target = src / "locales" / language / "LC_MESSAGES"
     target.mkdir(parents=True)
     for path in po.catalog_dir(language).glob("*.po"):
@@ -345,24 +342,17 @@ def stage(executed: list[Path], src: Path, thumbs_dir: Path, stamp: str,
 def _restore_downloads(executed: list[Path], out: Path, language: str | None = None) -> None:
     """The download button offers _sources/<page>.ipynb: the notebook as it ran, not the
     page's folded copy; in `language`, its markdown translated (code and outputs as run)."""
-    from tools.i18n.cells import translate_notebook
+    from tools.i18n.cells import translated_page
 
     for path in executed:
         source = out / "_sources" / path.name
         if not source.parent.is_dir():
             continue
-        catalog = None if language in (None, "en") else _catalog(path.stem, language)
-        if catalog is None:
+        if language in (None, "en"):
             shutil.copy2(path, source)
-            continue
-        shown, _, _ = translate_notebook(nbformat.read(path, as_version=4), catalog, language)
-        nbformat.write(shown, source)
-
-
-def _catalog(page: str, language: str):
-    from tools.i18n import po
-
-    return po.page_catalog(page, language)
+        else:
+            nbformat.write(translated_page(nbformat.read(path, as_version=4), path.stem,
+                                           language, whole=False), source)
 
 
 # jieba (Chinese search) says on stderr that it builds or loads its dictionary: not a problem

@@ -165,18 +165,21 @@ def notebook_msgids(nb: nbformat.NotebookNode) -> list[str]:
     return [u.msgid for c in nb.cells if c.cell_type == "markdown" for u in units(c.source)]
 
 
-def translated_page(nb: nbformat.NotebookNode, stem: str, language: str | None
-                    ) -> nbformat.NotebookNode:
+def translated_page(nb: nbformat.NotebookNode, stem: str, language: str | None,
+                    whole: bool = True) -> nbformat.NotebookNode:
     """`nb`, the page `stem`, its markdown in `language` (tools/i18n), its code cells and
-    outputs as they are; a page the language's catalog does not cover whole is an error
-    naming it and its blocks."""
+    outputs as they are. A page the language's catalog does not cover whole is an error
+    naming it and its blocks; with `whole` False (a site's page, a download), what the
+    catalog lacks stays English, as Sphinx leaves it."""
     if language in (None, "en"):
         return nb
     catalog = po.page_catalog(stem, language)
     if catalog is None:
+        if not whole:
+            return nb
         raise SystemExit(f"{stem}: no {language} catalog ({po.catalog_dir(language)})")
     translation, _, missing = translate_notebook(nb, catalog, language)
-    if missing:
+    if missing and whole:
         raise SystemExit(f"{stem}: {len(missing)} blocks have no {language} translation, "
                          f"the first: {missing[0]!r} (make i18n-update)")
     return translation
