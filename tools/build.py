@@ -96,9 +96,9 @@ BACKEND, WORLD_SIZE, BUILT = N_("backend {backend}"), N_("world size {n}"), N_("
 INVALID = N_("invalid settings ({error})")
 
 
-def environment_stamp(language: str | None = None) -> str:
+def environment_stamp(language: str | None = None, built: datetime | None = None) -> str:
     """What the pages were computed on, in `language`: torch, backend, world size, GPUs or
-    CPU, date.
+    CPU, date (`built`, default now: one build's sites give one time).
 
     torch is imported only to ask about GPUs (1.5 CPU-s): its version is the installed
     distribution's, which is what torch.__version__ reports."""
@@ -122,7 +122,8 @@ def environment_stamp(language: str | None = None) -> str:
         parts.append("NCCL " + ".".join(map(str, torch.cuda.nccl.version())))
     parts.append(", ".join(torch.cuda.get_device_name(i) for i in range(gpus)) if gpus
                  else "CPU")
-    parts.append(said(BUILT, when=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}"))
+    built = built or datetime.now(timezone.utc)
+    parts.append(said(BUILT, when=f"{built:%Y-%m-%d %H:%M UTC}"))
     return " · ".join(parts)
 
 
@@ -224,8 +225,9 @@ def finish_site(notebooks: list[Path], todo: list[Path], failed: list[str],
         if note:
             print(f"{page.name:<32} {note.strip()}", flush=True)
     try:
+        built = datetime.now(timezone.utc)
         site.render(pages, HTML_DIR, THUMBS_DIR,
-                    {language: environment_stamp(language) for language in languages},
+                    {language: environment_stamp(language, built) for language in languages},
                     languages=languages)
     except (RuntimeError, OSError, subprocess.SubprocessError) as err:
         print(f"the site was not rendered; build/html is as it was: {err}", file=sys.stderr)

@@ -229,13 +229,15 @@ def called_names(source: str, most: int = 4) -> list[str]:
     return names[:most]
 
 
-def plumbing_summary(source: str) -> str:
-    """The line a folded plumbing cell shows: its first comment, else what it calls."""
+def plumbing_summary(source: str, language: str | None = None,
+                     page: str | None = None) -> str:
+    """The line a folded plumbing cell shows: its first comment (in `language`: its entry
+    of the catalog of `page`), else what it calls (names, as they are)."""
     comment = _first_comment(source)
     if comment:
-        return comment
+        return fold_line(comment, page, language)
     names = called_names(source)
-    return ", ".join(names) if names else PLUMBING
+    return ", ".join(names) if names else translated(PLUMBING, language)
 
 
 def comment_summaries(nb: nbformat.NotebookNode) -> list[str]:
@@ -244,9 +246,9 @@ def comment_summaries(nb: nbformat.NotebookNode) -> list[str]:
     found = []
     for cell in nb.cells:
         if cell.cell_type == "code" and PLUMBING_TAG in cell.metadata.get("tags", []):
-            summary = plumbing_summary(cell.source)
-            if summary == _first_comment(cell.source) and summary not in found:
-                found.append(summary)
+            comment = _first_comment(cell.source)
+            if comment and comment not in found:
+                found.append(comment)
     return found
 
 
@@ -267,11 +269,7 @@ def fold_plumbing(nb: nbformat.NotebookNode, language: str | None = None,
         tags = cell.metadata.get("tags", [])
         shown = not {"hide-input", "hide-cell", "hide-output"} & set(tags)   # an exercise's
         if cell.cell_type == "code" and PLUMBING_TAG in tags and shown:    # check keeps its own
-            summary = plumbing_summary(cell.source)
-            if summary == _first_comment(cell.source):
-                summary = fold_line(summary, page, language)
-            elif summary == PLUMBING:
-                summary = translated(PLUMBING, language)
+            summary = plumbing_summary(cell.source, language, page)
             show = translated(SHOW_CODE, language).format(summary=summary)
             _tagged(cell, "hide-input", {"code_prompt_show": show,
                                          "code_prompt_hide": translated(HIDE_CODE, language)})

@@ -49,15 +49,16 @@ def extract(folder: Path, notebooks: list[Path] | None = None) -> Path:
     quick start; returns the folder."""
     from tools import site
 
+    notebooks = pages() if notebooks is None else notebooks
     src, pot = folder / "src", folder / "pot"
-    site.stage(pages() if notebooks is None else notebooks, src, folder / "thumbs", STAMP)
+    site.stage(notebooks, src, folder / "thumbs", STAMP)
     cmd = [sys.executable, "-m", "sphinx", "-b", "gettext", "-q", "-d", str(folder / "doctrees"),
            *(f"-D{setting}" for setting in GETTEXT_SETTINGS), str(src), str(pot)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=site.SPHINX_TIMEOUT_S)
     if run.returncode != 0:
         raise RuntimeError(f"sphinx gettext exited {run.returncode}:\n{run.stderr[-3000:]}")
     (pot / "sphinx.pot").unlink(missing_ok=True)      # the theme's own strings, not ours
-    add_fold_lines(pot, pages() if notebooks is None else notebooks)
+    add_fold_lines(pot, notebooks)
     write_site_template(pot)
     write_readme_template(pot)
     return pot
@@ -79,8 +80,7 @@ def add_fold_lines(pot_dir: Path, notebooks: list[Path]) -> None:
         template = read(path, None)
         for line in lines:
             template.add(line, context=FOLD_CONTEXT)
-        with open(path, "wb") as handle:
-            write_po(handle, template, width=0, omit_header=False)
+        _write_template(template, path)
 
 
 def write_site_template(pot_dir: Path) -> Path:
@@ -89,10 +89,7 @@ def write_site_template(pot_dir: Path) -> Path:
     marked = extract_from_dir(str(REPO_ROOT / "tools"), keywords={"N_": None})
     for _, _, message, _, _ in marked:
         template.add(message)
-    path = pot_dir / f"{SITE}.pot"
-    with open(path, "wb") as handle:
-        write_po(handle, template, width=0, omit_header=False)
-    return path
+    return _write_template(template, pot_dir / f"{SITE}.pot")
 
 
 def write_readme_template(pot_dir: Path) -> Path:
@@ -104,7 +101,10 @@ def write_readme_template(pot_dir: Path) -> Path:
     template = Catalog(project="nccl-notebooks", fuzzy=False)
     for unit in units(readme.quick_start(readme.README.read_text(encoding="utf-8"))):
         template.add(unit.msgid)
-    path = pot_dir / f"{readme.STEM}.pot"
+    return _write_template(template, pot_dir / f"{readme.STEM}.pot")
+
+
+def _write_template(template: Catalog, path: Path) -> Path:
     with open(path, "wb") as handle:
         write_po(handle, template, width=0, omit_header=False)
     return path

@@ -16,7 +16,6 @@ import functools
 from tools.i18n import po
 
 
-
 def N_(text: str) -> str:
     """Mark `text` for the site catalog; it stays the English."""
     return text
